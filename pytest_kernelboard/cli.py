@@ -1,0 +1,36 @@
+"""The `kernelboard` command: everything that is not a test run.
+
+Each command group lives in its own module, which exposes `register(subparsers)`;
+a registered parser sets `func(args) -> int` as its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules that contribute subcommands, in the order `--help` lists them.
+COMMAND_MODULES = [
+    "pytest_kernelboard.scaffold",  # kernelboard new
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelboard", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Which device this machine evaluates on, named the way leaderboards name it, and its state."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import re
+from typing import Any
+
+# Leaderboard device names, matched against the driver's product name.
+KNOWN_GPUS = ("B200", "H200", "H100", "H20", "A100", "A10G", "L40S", "L4", "T4", "V100", "MI300")
+CPU = "CPU"
+
+
+def leaderboard_device_name(product_name: str | None) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100'; None (no GPU) -> 'CPU'."""
+    if not product_name:
+        return CPU
+    for name in KNOWN_GPUS:
+        if re.search(rf"(?<![A-Z0-9]){re.escape(name)}(?![0-9])", product_name.upper()):
+            return name
+    # An unknown card keeps its own product name, without the vendor prefix.
+    return re.sub(r"^(NVIDIA|Tesla|AMD)\s+", "", product_name.strip())
+
+
+@functools.cache
+def has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def torch_device() -> str:
+    """'cuda' where a GPU is present, else 'cpu'."""
+    return "cuda" if has_cuda() else "cpu"
+
+
+@functools.cache
+def device_name() -> str:
+    if not has_cuda():
+        return CPU
+    import torch
+
+    return leaderboard_device_name(torch.cuda.get_device_name(0))
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _host_cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def _nvml():
+    """The initialised pynvml module, or None where NVML is absent."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _nvml_handle(index: int = 0):
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
+        return nvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None
+
+
+def gpu_state(index: int = 0) -> dict[str, Any] | None:
+    """Clocks, temperature, power and throttle reasons now (None without NVML)."""
+    nvml, handle = _nvml(), _nvml_handle(index)
+    if handle is None:
+        return None
+    state: dict[str, Any] = {}
+    readers = {
+        "sm_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "mem_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "max_sm_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "max_mem_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+        "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        "throttle_reasons": lambda: _throttle_names(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
+    }
+    for key, read in readers.items():
+        try:
+            state[key] = read()
+        except Exception:
+            state[key] = None
+    return state
+
+
+def _throttle_names(mask: int) -> list[str]:
+    nvml = _nvml()
+    names = []
+    for attr in dir(nvml):
+        if attr.startswith("nvmlClocksEventReason") and attr not in (
+            "nvmlClocksEventReasonAll",
+            "nvmlClocksEventReasonNone",
+        ):
+            bit = getattr(nvml, attr)
+            if isinstance(bit, int) and bit and mask & bit == bit:
+                names.append(attr.removeprefix("nvmlClocksEventReason"))
+    return sorted(set(names))
+
+
+def peak_bandwidth_bytes_per_s(index: int = 0) -> float | None:
+    """Theoretical DRAM bandwidth from NVML's bus width and max memory clock (double data rate)."""
+    nvml, handle = _nvml(), _nvml_handle(index)
+    if handle is None:
+        return None
+    try:
+        bus_bits = nvml.nvmlDeviceGetMemoryBusWidth(handle)
+        mem_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)
+    except Exception:
+        return None
+    return 2.0 * mem_mhz * 1e6 * bus_bits / 8.0
+
+
+@functools.cache
+def environment() -> dict[str, Any]:
+    """What a result needs to be reproduced: device, driver, versions, host."""
+    env: dict[str, Any] = {
+        "device": device_name(),
+        "device_kind": "cuda" if has_cuda() else "cpu",
+        "gpu_name": None,
+        "gpu_count": 0,
+        "driver": None,
+        "cuda": None,
+        "torch": _version("torch"),
+        "triton": _version("triton"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host_cpu": _host_cpu(),
+        "l2_bytes": None,
+        "peak_bandwidth_gbps": None,
+        "clocks": None,
+    }
+    if has_cuda():
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        env.update(
+            gpu_name=props.name,
+            gpu_count=torch.cuda.device_count(),
+            cuda=torch.version.cuda,
+            l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+            sm_count=props.multi_processor_count,
+        )
+        nvml = _nvml()
+        if nvml is not None:
+            try:
+                env["driver"] = nvml.nvmlSystemGetDriverVersion()
+            except Exception:
+                pass
+        bandwidth = peak_bandwidth_bytes_per_s()
+        env["peak_bandwidth_gbps"] = bandwidth / 1e9 if bandwidth else None
+        env["clocks"] = gpu_state()
+    env["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return env

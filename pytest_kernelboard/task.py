@@ -1,0 +1,241 @@
+"""task.yml -> TaskSpec: parse and validate one leaderboard definition.
+
+Every problem is reported as a TaskError that names the file and the key or
+case, so a maintainer never has to read a traceback from inside the harness.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SUBMISSION_MARKER = "@SUBMISSION@"
+RANKINGS = ("last", "mean", "geom")
+LANGS = ("py", "cu")
+DEFAULT_TIMEOUT_S = 180.0
+
+# Keys of the GPU MODE format (their parser rejects anything else) ...
+GPUMODE_KEYS = {
+    "files",
+    "lang",
+    "description",
+    "config",
+    "templates",
+    "tests",
+    "benchmarks",
+    "test_timeout",
+    "benchmark_timeout",
+    "ranked_timeout",
+    "ranking_by",
+    "seed",
+    "multi_gpu",
+    "gpus",
+}
+# ... plus our optional extensions, which a GPU MODE folder simply lacks.
+EXTENSION_KEYS = {
+    "name",  # leaderboard name when it should differ from the folder name
+    "deadline",  # UTC, "YYYY-MM-DD[ HH:MM]"; submissions close after it
+    "open_code",  # show submitted code on the site before the deadline
+    "tolerance",  # free-form note shown on the site (the check itself lives in reference.py)
+}
+KNOWN_KEYS = GPUMODE_KEYS | EXTENSION_KEYS
+
+
+class TaskError(ValueError):
+    """A task.yml (or a file it names) is invalid; the message says where."""
+
+    def __init__(self, path: Path | str, message: str):
+        self.path = Path(path)
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file placed beside the submission for evaluation."""
+
+    name: str  # module file name as imported, e.g. "reference.py"
+    source: str  # path relative to task.yml, or SUBMISSION_MARKER
+
+    @property
+    def is_submission(self) -> bool:
+        return self.source == SUBMISSION_MARKER
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A validated leaderboard definition. Case values keep their YAML types."""
+
+    name: str
+    path: Path  # the task.yml
+    lang: str
+    description: str
+    files: tuple[FileEntry, ...]
+    tests: tuple[dict[str, Any], ...]
+    benchmarks: tuple[dict[str, Any], ...]
+    config: dict[str, Any] = field(default_factory=dict)
+    templates: dict[str, str] = field(default_factory=dict)
+    test_timeout: float = DEFAULT_TIMEOUT_S
+    benchmark_timeout: float = DEFAULT_TIMEOUT_S
+    ranked_timeout: float = DEFAULT_TIMEOUT_S
+    ranking_by: str = "last"
+    seed: int | None = None
+    multi_gpu: bool = False
+    gpus: tuple[str, ...] = ()
+    deadline: dt.datetime | None = None
+    open_code: bool = False
+    tolerance: str | None = None
+
+    @property
+    def root(self) -> Path:
+        """The leaderboard folder (where task.yml lives)."""
+        return self.path.parent
+
+    @property
+    def submission_name(self) -> str:
+        """The file name the submission is imported under (normally submission.py)."""
+        return next(f.name for f in self.files if f.is_submission)
+
+    def source_path(self, entry: FileEntry) -> Path:
+        return (self.root / entry.source).resolve()
+
+    def support_files(self) -> list[tuple[str, Path]]:
+        """(name, absolute path) of every file except the submission."""
+        return [(f.name, self.source_path(f)) for f in self.files if not f.is_submission]
+
+    def is_closed(self, now: dt.datetime | None = None) -> bool:
+        now = now or dt.datetime.now(dt.UTC)
+        return self.deadline is not None and now >= self.deadline
+
+
+def parse_deadline(value: Any, path: Path) -> dt.datetime:
+    """Parse a UTC deadline 'YYYY-MM-DD[ HH:MM]' (YAML may already give a date)."""
+    if isinstance(value, dt.datetime):
+        parsed = value
+    elif isinstance(value, dt.date):
+        parsed = dt.datetime(value.year, value.month, value.day)
+    else:
+        text = str(value).strip()
+        for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+            try:
+                parsed = dt.datetime.strptime(text, fmt)
+                break
+            except ValueError:
+                continue
+        else:
+            raise TaskError(path, f"key 'deadline': {value!r} is not 'YYYY-MM-DD[ HH:MM]' (UTC)")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _timeout(raw: dict[str, Any], key: str, path: Path) -> float:
+    value = raw.get(key, DEFAULT_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TaskError(path, f"key '{key}': expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _cases(raw: dict[str, Any], key: str, path: Path, multi_gpu: bool) -> tuple[dict, ...]:
+    cases = raw.get(key) or []
+    if not isinstance(cases, list):
+        raise TaskError(path, f"key '{key}': expected a list of cases, got {type(cases).__name__}")
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict):
+            raise TaskError(
+                path, f"{key}[{index}]: a case must be a mapping of arguments, got {case!r}"
+            )
+        for name in case:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise TaskError(path, f"{key}[{index}]: argument name {name!r} is not an identifier")
+        if multi_gpu and "world_size" not in case:
+            raise TaskError(path, f"{key}[{index}]: multi_gpu is true but the case has no world_size")
+    return tuple(dict(case) for case in cases)
+
+
+def _files(raw: dict[str, Any], path: Path) -> tuple[FileEntry, ...]:
+    files = raw.get("files")
+    if not isinstance(files, list) or not files:
+        raise TaskError(path, "key 'files': expected a non-empty list of {name, source}")
+    entries = []
+    for index, item in enumerate(files):
+        if not isinstance(item, dict) or not {"name", "source"} <= set(item):
+            raise TaskError(path, f"files[{index}]: expected {{name, source}}, got {item!r}")
+        entry = FileEntry(str(item["name"]), str(item["source"]))
+        if not entry.is_submission and not (path.parent / entry.source).is_file():
+            raise TaskError(path, f"files[{index}] ({entry.name}): source file {entry.source!r} not found")
+        entries.append(entry)
+    if not any(e.is_submission for e in entries):
+        raise TaskError(path, f"key 'files': no entry has source {SUBMISSION_MARKER!r}")
+    return tuple(entries)
+
+
+def load_task(path: Path | str, name: str | None = None) -> TaskSpec:
+    """Read and validate a task.yml. `name` defaults to task.yml's `name`, else its folder."""
+    path = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TaskError(path, "file not found") from None
+    except yaml.YAMLError as exc:
+        raise TaskError(path, f"not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TaskError(path, "expected a mapping of keys at the top level")
+
+    unknown = sorted(set(raw) - KNOWN_KEYS)
+    if unknown:
+        raise TaskError(path, f"unknown key(s) {', '.join(map(repr, unknown))}")
+    description = raw.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise TaskError(path, "key 'description' is required")
+    lang = raw.get("lang", "py")
+    if lang not in LANGS:
+        raise TaskError(path, f"key 'lang': expected one of {LANGS}, got {lang!r}")
+    ranking_by = raw.get("ranking_by", "last")
+    if ranking_by not in RANKINGS:
+        raise TaskError(path, f"key 'ranking_by': expected one of {RANKINGS}, got {ranking_by!r}")
+    multi_gpu = raw.get("multi_gpu", False)
+    if not isinstance(multi_gpu, bool):
+        raise TaskError(path, f"key 'multi_gpu': expected true or false, got {multi_gpu!r}")
+    seed = raw.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TaskError(path, f"key 'seed': expected an integer, got {seed!r}")
+    gpus = raw.get("gpus") or []
+    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
+        raise TaskError(path, f"key 'gpus': expected a list of device names, got {gpus!r}")
+    templates = raw.get("templates") or {}
+    if not isinstance(templates, dict):
+        raise TaskError(path, "key 'templates': expected a mapping of language to file")
+    for language, source in templates.items():
+        if not (path.parent / str(source)).is_file():
+            raise TaskError(path, f"templates.{language}: file {source!r} not found")
+    config = raw.get("config") or {}
+    if not isinstance(config, dict):
+        raise TaskError(path, "key 'config': expected a mapping")
+
+    tests = _cases(raw, "tests", path, multi_gpu)
+    if not tests:
+        raise TaskError(path, "key 'tests': at least one correctness case is required")
+    name = name or raw.get("name") or path.parent.name
+    return TaskSpec(
+        name=str(name),
+        path=path,
+        lang=lang,
+        description=description,
+        files=_files(raw, path),
+        tests=tests,
+        benchmarks=_cases(raw, "benchmarks", path, multi_gpu),
+        config=config,
+        templates={str(k): str(v) for k, v in templates.items()},
+        test_timeout=_timeout(raw, "test_timeout", path),
+        benchmark_timeout=_timeout(raw, "benchmark_timeout", path),
+        ranked_timeout=_timeout(raw, "ranked_timeout", path),
+        ranking_by=ranking_by,
+        seed=seed,
+        multi_gpu=multi_gpu,
+        gpus=tuple(gpus),
+        deadline=parse_deadline(raw["deadline"], path) if raw.get("deadline") else None,
+        open_code=bool(raw.get("open_code", False)),
+        tolerance=raw.get("tolerance"),
+    )
