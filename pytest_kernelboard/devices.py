@@ -101,7 +101,9 @@ def gpu_state(index: int = 0) -> dict[str, Any] | None:
         "max_mem_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM),
         "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
         "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        "throttle_reasons": lambda: _throttle_names(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
+        "throttle_reasons": lambda: _throttle_names(
+            nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+        ),
     }
     for key, read in readers.items():
         try:

@@ -26,7 +26,9 @@ def find_repo_root(start: Path) -> Path | None:
 
 def task_files(leaderboards_dir: Path) -> list[Path]:
     """task.yml files of leaderboards: <name>/task.yml or <group>/<name>/task.yml."""
-    found = sorted(leaderboards_dir.glob("*/task.yml")) + sorted(leaderboards_dir.glob("*/*/task.yml"))
+    found = sorted(leaderboards_dir.glob("*/task.yml")) + sorted(
+        leaderboards_dir.glob("*/*/task.yml")
+    )
     return [p for p in found if "solutions" not in p.parts]
 
 
@@ -56,7 +58,9 @@ def _load_catalog_cached(root: Path) -> Catalog:
     for path in task_files(root / LEADERBOARDS_DIR):
         task = load_task(path)
         if task.name in tasks:
-            raise TaskError(path, f"leaderboard name {task.name!r} is already used by {tasks[task.name].path}")
+            raise TaskError(
+                path, f"leaderboard name {task.name!r} is already used by {tasks[task.name].path}"
+            )
         tasks[task.name] = task
     return Catalog(root, tasks)
 

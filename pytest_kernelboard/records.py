@@ -183,7 +183,9 @@ def validate_run(doc: Any) -> None:
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
+        where = "$" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path
+        )
         raise RecordError(f"{where}: {first.message}")
     bad = _non_finite_paths(doc)
     if bad:

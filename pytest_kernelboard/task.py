@@ -148,9 +148,13 @@ def _cases(raw: dict[str, Any], key: str, path: Path, multi_gpu: bool) -> tuple[
             )
         for name in case:
             if not isinstance(name, str) or not name.isidentifier():
-                raise TaskError(path, f"{key}[{index}]: argument name {name!r} is not an identifier")
+                raise TaskError(
+                    path, f"{key}[{index}]: argument name {name!r} is not an identifier"
+                )
         if multi_gpu and "world_size" not in case:
-            raise TaskError(path, f"{key}[{index}]: multi_gpu is true but the case has no world_size")
+            raise TaskError(
+                path, f"{key}[{index}]: multi_gpu is true but the case has no world_size"
+            )
     return tuple(dict(case) for case in cases)
 
 
@@ -164,7 +168,9 @@ def _files(raw: dict[str, Any], path: Path) -> tuple[FileEntry, ...]:
             raise TaskError(path, f"files[{index}]: expected {{name, source}}, got {item!r}")
         entry = FileEntry(str(item["name"]), str(item["source"]))
         if not entry.is_submission and not (path.parent / entry.source).is_file():
-            raise TaskError(path, f"files[{index}] ({entry.name}): source file {entry.source!r} not found")
+            raise TaskError(
+                path, f"files[{index}] ({entry.name}): source file {entry.source!r} not found"
+            )
         entries.append(entry)
     if not any(e.is_submission for e in entries):
         raise TaskError(path, f"key 'files': no entry has source {SUBMISSION_MARKER!r}")

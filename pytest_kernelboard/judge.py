@@ -1,0 +1,145 @@
+"""The judge: inputs in, verdicts out. Runs in the pytest process and never runs participant code.
+
+For each case it generates the input from the case's seed, keeps a pristine copy, hands the
+worker its own copy, takes the output back and checks it against the pristine input with the
+leaderboard's own check_implementation.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cases import Case
+from .reference_loader import LeaderboardModules
+from .staging import module_name, stage
+from .task import TaskSpec
+from .worker.client import WorkerFailure, WorkerPool, WorkerProcess
+
+# Messages that mean "this machine has no CUDA", not "the code is wrong".
+_NEEDS_CUDA = re.compile(
+    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+    r"|CUDA_HOME environment variable is not set|no CUDA-capable device|CUDA driver version"
+    r"|No module named '(cupy|cuda|pycuda)'|libcuda\.so|nvcc: not found|could not find nvcc"
+    r"|cudaErrorNoDevice|Triton .*requires.*GPU|0 active drivers",
+    re.IGNORECASE,
+)
+STARTUP_TIMEOUT_S = 120.0
+
+
+def needs_cuda(message: str) -> bool:
+    return bool(_NEEDS_CUDA.search(message))
+
+
+class Skip(Exception):
+    """The case cannot run on this machine (the message says why)."""
+
+
+@dataclass
+class CaseOutcome:
+    """The verdict on one case, in the shape of a results-file case record."""
+
+    status: str  # see records.CASE_STATUSES
+    message: str = ""
+    duration_s: float = 0.0
+    timing: dict[str, Any] | None = None
+    reference_timing: dict[str, Any] | None = None
+    speedup: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+def seed_everything(seed: int) -> None:
+    """References that draw from torch's global generator get the case's seed too."""
+    import torch
+
+    torch.manual_seed(seed)
+
+
+class SubmissionJudge:
+    """Judges one submission file against one leaderboard; owns its worker's lifecycle."""
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        modules: LeaderboardModules,
+        submission: Path,
+        use_cuda: bool,
+        pool: WorkerPool | None = None,
+    ):
+        self.task = task
+        self.pool = pool or WorkerPool()
+        self.modules = modules
+        self.submission = submission
+        self.use_cuda = use_cuda
+        self.stage_dir = stage(task, submission)
+        self._worker: WorkerProcess | None = None
+        self._load_failure: WorkerFailure | None = None
+
+    # -- worker lifecycle ----------------------------------------------------------------------
+    def worker(self) -> WorkerProcess:
+        """A healthy worker with the submission imported; a new one after a crash or timeout."""
+        if self._load_failure is not None:
+            raise self._load_failure
+        if self._worker is not None and self._worker.alive:
+            return self._worker
+        worker = self.pool.take()
+        try:
+            worker.ping(STARTUP_TIMEOUT_S)
+            worker.load(
+                self.stage_dir, module_name(self.task.submission_name), self.task.test_timeout
+            )
+        except WorkerFailure as failure:
+            worker.kill()
+            # Import errors are deterministic: report the same failure for every case.
+            self._load_failure = failure
+            raise
+        self._worker = worker
+        return worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    # -- one correctness case ------------------------------------------------------------------
+    def generate(self, case: Case, call_index: int = 0) -> Any:
+        seed_everything(case.call_seed(call_index))
+        try:
+            return self.modules.generate_input(case.arguments(call_index))
+        except Exception as exc:
+            if needs_cuda(str(exc)):
+                raise Skip(f"needs CUDA: the reference's generate_input says: {exc}") from None
+            raise
+
+    def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
+        started = time.perf_counter()
+        try:
+            outcome = self._check_case(case, timeout_s)
+        except Skip as skip:
+            outcome = CaseOutcome("skipped", str(skip))
+        except WorkerFailure as failure:
+            outcome = self._failure_outcome(failure)
+        outcome.duration_s = time.perf_counter() - started
+        return outcome
+
+    def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
+        pristine = self.generate(case)
+        worker = self.worker()
+        reply = worker.request("call", timeout_s, data=copy.deepcopy(pristine))
+        output = copy.deepcopy(reply.payload["output"])  # own it: detach from shared memory
+        ok, message = self.modules.check(pristine, output)
+        return CaseOutcome("passed" if ok else "failed", message if not ok else "")
+
+    def _failure_outcome(self, failure: WorkerFailure) -> CaseOutcome:
+        message = str(failure)
+        if not self.use_cuda and needs_cuda(message):
+            return CaseOutcome("skipped", "needs CUDA, which this machine lacks:\n" + message)
+        return CaseOutcome(failure.status, message)

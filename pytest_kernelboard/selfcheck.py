@@ -1,0 +1,146 @@
+"""`pytest leaderboards/`: every leaderboard proves itself before anyone submits to it.
+
+Items: the task loads and its name is unique; the reference passes its own check on every
+case; each template imports; every solutions/correct/ file passes and every
+solutions/wrong/ file fails.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .cases import BENCHMARK, TEST, Case, task_cases
+from .discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
+from .judge import Skip, SubmissionJudge, seed_everything
+from .task import TaskError, TaskSpec
+
+if TYPE_CHECKING:
+    from .plugin import KernelboardState
+
+
+class LeaderboardSelfCheck:
+    def __init__(self, parent: pytest.Collector, task: TaskSpec, state: KernelboardState):
+        self.parent = parent
+        self.task = task
+        self.state = state
+
+    def _item(self, name: str, run) -> pytest.Function:
+        item = pytest.Function.from_parent(self.parent, name=name, callobj=run)
+        item.add_marker(pytest.mark.selfcheck)
+        return item
+
+    def items(self) -> Iterator[pytest.Function]:
+        yield self._item("task", self.check_task)
+        for case in task_cases(self.task):
+            yield self._item(
+                f"reference[{case.kind}:{case.id}]", lambda case=case: self.check_reference(case)
+            )
+        for language, source in sorted(self.task.templates.items()):
+            path = (self.task.root / source).resolve()
+            yield self._item(f"template[{language}]", lambda path=path: self.check_template(path))
+        for verdict in ("correct", "wrong"):
+            folder = self.task.root / "solutions" / verdict
+            for path in sorted(folder.glob("*")) if folder.is_dir() else []:
+                if path.suffix in SUBMISSION_SUFFIXES and path.name != "__init__.py":
+                    yield self._item(
+                        f"solution[{verdict}/{path.name}]",
+                        lambda path=path, verdict=verdict: self.check_solution(
+                            path, verdict == "correct"
+                        ),
+                    )
+
+    def _skip_unsupported(self) -> None:
+        if self.task.lang == "cu":
+            pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
+
+    # -- the checks -----------------------------------------------------------------------------
+    def check_task(self) -> None:
+        root = find_repo_root(self.task.path)
+        if root is None:
+            return
+        try:
+            catalog = load_catalog(root)
+        except TaskError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        owner = catalog.tasks.get(self.task.name)
+        if owner is None or owner.path != self.task.path:
+            pytest.fail(
+                f"{self.task.path}: leaderboard name {self.task.name!r} is not unique",
+                pytrace=False,
+            )
+
+    def check_reference(self, case: Case) -> None:
+        self._skip_unsupported()
+        if case.kind == BENCHMARK and not self.state.use_cuda:
+            pytest.skip("benchmark-sized case: the reference is checked on it on a GPU")
+        modules = self.state.modules(self.task)
+        seed_everything(case.call_seed(0))
+        try:
+            data = modules.generate_input(case.arguments(0))
+        except Exception as exc:
+            from .judge import needs_cuda
+
+            if needs_cuda(str(exc)):
+                pytest.skip(f"needs CUDA: {exc}")
+            raise
+        output = modules.ref_kernel(copy.deepcopy(data))
+        ok, message = modules.check(data, output)
+        if not ok:
+            pytest.fail(f"the reference fails its own check on {case.id}: {message}", pytrace=False)
+
+    def check_template(self, path: Path) -> None:
+        self._skip_unsupported()
+        judge = SubmissionJudge(
+            self.task, self.state.modules(self.task), path, self.state.use_cuda, self.state.pool
+        )
+        try:
+            outcome = judge.check_case(
+                Case(TEST, 0, self.task.tests[0]), self.state.timeout(self.task, TEST)
+            )
+        finally:
+            judge.close()
+        # A template may be an honest stub; it only has to import and be callable.
+        if outcome.status == "skipped":
+            pytest.skip(outcome.message)
+        if outcome.status in ("crashed", "timeout") or "defines no callable" in outcome.message:
+            pytest.fail(f"template {path.name}: {outcome.message}", pytrace=False)
+
+    def check_solution(self, path: Path, expect_pass: bool) -> None:
+        self._skip_unsupported()
+        judge = SubmissionJudge(
+            self.task, self.state.modules(self.task), path, self.state.use_cuda, self.state.pool
+        )
+        outcomes = []
+        try:
+            for case in task_cases(self.task):
+                if case.kind != TEST:
+                    continue
+                try:
+                    outcomes.append(
+                        (case, judge.check_case(case, self.state.timeout(self.task, TEST)))
+                    )
+                except Skip as skip:
+                    pytest.skip(str(skip))
+        finally:
+            judge.close()
+        ran = [(c, o) for c, o in outcomes if o.status != "skipped"]
+        if not ran:
+            pytest.skip(outcomes[0][1].message if outcomes else "no test cases")
+        failures = [(c, o) for c, o in ran if not o.passed]
+        if expect_pass and failures:
+            case, outcome = failures[0]
+            pytest.fail(
+                f"correct solution {path.name} fails {len(failures)}/{len(ran)} cases; "
+                f"first: {case.id}: {outcome.status}: {outcome.message}",
+                pytrace=False,
+            )
+        if not expect_pass and not failures:
+            pytest.fail(
+                f"wrong solution {path.name} passes every test case; the tests miss its bug",
+                pytrace=False,
+            )
