@@ -139,7 +139,9 @@ class SubmissionJudge:
         return CaseOutcome("passed" if ok else "failed", message if not ok else "")
 
     def _failure_outcome(self, failure: WorkerFailure) -> CaseOutcome:
-        message = str(failure)
+        # Point tracebacks at the participant's own file, not the staged copy.
+        staged = str(self.stage_dir / self.task.submission_name)
+        message = str(failure).replace(staged, str(self.submission))
         if not self.use_cuda and needs_cuda(message):
             return CaseOutcome("skipped", "needs CUDA, which this machine lacks:\n" + message)
         return CaseOutcome(failure.status, message)
