@@ -193,21 +193,25 @@ def test_worker_cannot_see_the_parents_secrets(task, judge_for, monkeypatch):
 
 
 def test_worker_inherits_no_open_descriptors(task, judge_for, tmp_path):
-    secret_file = open(tmp_path / "secret.txt", "w")  # an fd the judge holds open
+    secret_file = open(tmp_path / "judge-only-secret.txt", "w")  # an fd the judge holds open
     try:
         judge = judge_for("""
             import os
 
             def custom_kernel(data):
-                raise RuntimeError("FDS " + repr(sorted(os.listdir("/proc/self/fd"))))
+                fds = {}
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+                    except OSError:
+                        pass
+                raise RuntimeError("FDS " + repr(fds))
         """)
         outcome = judge.check_case(case(task), TIMEOUT_S)
     finally:
         secret_file.close()
-    fds = eval(outcome.message.rsplit("RuntimeError: FDS ", 1)[1].splitlines()[0])
-    # stdin, stdout, stderr, the private socket, and the listing's own descriptor
-    assert len(fds) <= 5, fds
-    assert str(secret_file.fileno()) not in fds or secret_file.fileno() <= 2
+    assert "FDS" in outcome.message
+    assert "judge-only-secret.txt" not in outcome.message
 
 
 def test_worker_is_a_separate_process(task, judge_for):
