@@ -10,11 +10,13 @@ from __future__ import annotations
 import copy
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .cases import Case
+from .measure import CaseTimer, Measurement, Progress, TimingPlan, VerificationFailure
 from .reference_loader import LeaderboardModules
 from .staging import module_name, stage
 from .task import TaskSpec
@@ -73,13 +75,18 @@ class SubmissionJudge:
         submission: Path,
         use_cuda: bool,
         pool: WorkerPool | None = None,
+        entry: str = "custom_kernel",
     ):
+        """submission=None judges the reference itself (module reference, entry ref_kernel)."""
         self.task = task
         self.pool = pool or WorkerPool()
         self.modules = modules
         self.submission = submission
         self.use_cuda = use_cuda
+        self.entry = entry
+        self.module = module_name(task.submission_name) if submission else "reference"
         self.stage_dir = stage(task, submission)
+        self._calibration: dict[str, float] | None = None
         self._worker: WorkerProcess | None = None
         self._load_failure: WorkerFailure | None = None
 
@@ -91,11 +98,10 @@ class SubmissionJudge:
         if self._worker is not None and self._worker.alive:
             return self._worker
         worker = self.pool.take()
+        self._calibration = None
         try:
             worker.ping(STARTUP_TIMEOUT_S)
-            worker.load(
-                self.stage_dir, module_name(self.task.submission_name), self.task.test_timeout
-            )
+            worker.load(self.stage_dir, self.module, self.task.test_timeout, self.entry)
         except WorkerFailure as failure:
             worker.kill()
             # Import errors are deterministic: report the same failure for every case.
@@ -137,6 +143,66 @@ class SubmissionJudge:
         output = copy.deepcopy(reply.payload["output"])  # own it: detach from shared memory
         ok, message = self.modules.check(pristine, output)
         return CaseOutcome("passed" if ok else "failed", message if not ok else "")
+
+    # -- one timed case --------------------------------------------------------------------------
+    def benchmark_case(
+        self,
+        case: Case,
+        timeout_s: float,
+        plan: TimingPlan,
+        progress: Progress | None = None,
+        reference: Callable[[Case], dict[str, Any] | None] | None = None,
+    ) -> CaseOutcome:
+        """Correctness on the case's own input, then timing on fresh inputs, then the speedup."""
+        started = time.perf_counter()
+        try:
+            outcome = self._check_case(case, timeout_s)
+            if outcome.passed:
+                remaining = timeout_s - (time.perf_counter() - started)
+                measurement = self.time_case(case, plan, remaining, progress)
+                outcome = self._timed_outcome(measurement)
+                if outcome.passed and reference is not None:
+                    outcome.reference_timing = reference(case)
+                    if outcome.reference_timing:
+                        outcome.speedup = (
+                            outcome.reference_timing["mean_us"] / outcome.timing["mean_us"]
+                        )
+        except Skip as skip:
+            outcome = CaseOutcome("skipped", str(skip))
+        except VerificationFailure as failure:
+            outcome = CaseOutcome("failed", str(failure))
+        except WorkerFailure as failure:
+            outcome = self._failure_outcome(failure)
+        outcome.duration_s = time.perf_counter() - started
+        return outcome
+
+    def time_case(
+        self, case: Case, plan: TimingPlan, timeout_s: float, progress: Progress | None = None
+    ) -> Measurement:
+        worker = self.worker()
+        if self._calibration is None and self.use_cuda:
+            self._calibration = worker.request(
+                "calibrate", STARTUP_TIMEOUT_S, flush_bytes=plan.flush_bytes
+            ).payload
+
+        def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+            return worker.request("time", remaining_s, data=data, flush_bytes=flush_bytes).payload
+
+        timer = CaseTimer(self.generate, request_time, self.modules.check, self.use_cuda, progress)
+        label = f"{self.task.name} {case.kind}[{case.id}]"
+        measurement = timer.measure(case, plan, timeout_s, label, overhead=self._calibration)
+        return measurement
+
+    @staticmethod
+    def _timed_outcome(measurement: Measurement) -> CaseOutcome:
+        timing = measurement.to_record()
+        if measurement.rejections:
+            return CaseOutcome(
+                "failed",
+                "physically impossible timing: " + "; ".join(measurement.rejections),
+                timing=timing,
+            )
+        return CaseOutcome("passed", timing=timing)
 
     def _failure_outcome(self, failure: WorkerFailure) -> CaseOutcome:
         # Point tracebacks at the participant's own file, not the staged copy.

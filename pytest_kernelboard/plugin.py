@@ -7,13 +7,15 @@ pytest leaderboards/                               # self-check every leaderboar
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import devices
-from .cases import TEST, Case, draw_run_seeds, task_cases, with_run_seed
+from . import bench_bridge, devices
+from .cases import BENCHMARK, TEST, Case, draw_run_seeds, task_cases, with_run_seed
 from .discovery import (
     LEADERBOARDS_DIR,
     SUBMISSION_SUFFIXES,
@@ -24,13 +26,15 @@ from .discovery import (
     load_catalog,
     popcorn_headers,
 )
-from .judge import CaseOutcome, SubmissionJudge
+from .judge import CaseOutcome, Skip, SubmissionJudge
+from .measure import TimingPlan, default_flush_bytes
 from .records import MODES, read_run, write_run
 from .reference_loader import LeaderboardModules
 from .results import RunRecorder
 from .selfcheck import LeaderboardSelfCheck
 from .task import TaskError, TaskSpec, load_task
-from .worker.client import WorkerPool
+from .timing.stopping import StoppingRule, Warmup, budget_for_case
+from .worker.client import WorkerFailure, WorkerPool
 
 STATE = pytest.StashKey["KernelboardState"]()
 
@@ -57,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override the task's per-case time limit",
     )
     group.addoption(
+        "--kb-target-rse",
+        type=float,
+        default=0.005,
+        metavar="FRACTION",
+        help="stop timing a case once the relative standard error of its mean is below this",
+    )
+    group.addoption(
         "--kb-replay",
         metavar="RESULTS",
         help="reuse the seeds recorded in a results document (leaderboard mode)",
@@ -73,6 +84,9 @@ class KernelboardState:
         self.recorder = RunRecorder(self.mode, root=Path(config.rootpath))
         self._modules: dict[Path, LeaderboardModules] = {}
         self.document: dict[str, Any] | None = None  # the results document, once the run ends
+        self._reference_judges: dict[str, SubmissionJudge] = {}
+        self._reference_timings: dict[tuple, dict[str, Any] | None] = {}
+        self._last_progress = 0.0
         self.replayed_seeds: dict[str, dict[str, int]] = {}
         replay = config.getoption("kb_replay")
         if replay:
@@ -81,6 +95,54 @@ class KernelboardState:
     @property
     def use_cuda(self) -> bool:
         return devices.has_cuda()
+
+    def plan(self, task: TaskSpec) -> TimingPlan:
+        budget = budget_for_case(self.timeout(task, BENCHMARK), max(len(task.benchmarks), 1))
+        return TimingPlan(
+            rule=StoppingRule(target_rse=self.config.getoption("kb_target_rse"), budget_s=budget),
+            warmup=Warmup(),
+            flush_bytes=default_flush_bytes() if self.use_cuda else 0,
+        )
+
+    def reference_timer(self, task: TaskSpec):
+        """Times the reference on the same cases, the same way, once per run and case."""
+
+        def timing(case: Case) -> dict[str, Any] | None:
+            key = (task.name, case.kind, case.index, case.seed)
+            if key not in self._reference_timings:
+                if task.name not in self._reference_judges:
+                    self._reference_judges[task.name] = SubmissionJudge(
+                        task, self.modules(task), None, self.use_cuda, self.pool, entry="ref_kernel"
+                    )
+                judge = self._reference_judges[task.name]
+                plan = replace(self.plan(task), verify=False)
+                try:
+                    measurement = judge.time_case(case, plan, self.timeout(task, BENCHMARK))
+                    self._reference_timings[key] = measurement.to_record()
+                except (WorkerFailure, Skip):
+                    self._reference_timings[key] = None
+            return self._reference_timings[key]
+
+        return timing
+
+    def progress(self, label: str, n: int, mean_us: float, rse: float) -> None:
+        """A line in pytest's terminal while a long case is being timed."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < 0:
+            return
+        now = time.monotonic()
+        if now - self._last_progress < 2.0:
+            return
+        self._last_progress = now
+        reporter.write_line(
+            f"  timing {label}: {n} samples, mean {mean_us:.2f} us, rse {100 * rse:.2f}%"
+        )
+        reporter.currentfspath = None  # the next result starts a fresh, prefixed line
+
+    def close(self) -> None:
+        for judge in self._reference_judges.values():
+            judge.close()
+        self.pool.close()
 
     def modules(self, task: TaskSpec) -> LeaderboardModules:
         if task.path not in self._modules:
@@ -111,6 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "benchmark: a kernelboard timed case")
     config.addinivalue_line("markers", "selfcheck: a kernelboard leaderboard self-check")
     config.stash[STATE] = KernelboardState(config)
+    bench_bridge.install(config, devices.environment)
 
 
 def _is_submission_file(file_path: Path, config: pytest.Config) -> bool:
@@ -210,16 +273,25 @@ class SubmissionNode(pytest.Collector):
         seeds = self.state.seeds_for(self.task)
         for case in task_cases(self.task):
             case = with_run_seed(case, seeds)
-            item = pytest.Function.from_parent(
-                self, name=f"{case.kind}[{case.id}]", callobj=self._runner(case)
-            )
-            item.add_marker(pytest.mark.correctness if case.kind == TEST else pytest.mark.benchmark)
+            name = f"{case.kind}[{case.id}]"
+            if case.kind == TEST:
+                item = pytest.Function.from_parent(
+                    self, name=name, callobj=lambda case=case: self.run_case(case)
+                )
+                item.add_marker(pytest.mark.correctness)
+            else:
+                item = pytest.Function.from_parent(
+                    self, name=name, callobj=self._benchmark_runner(case)
+                )
+                # pytest-benchmark's own marker, carrying our replay timer; `-m benchmark` selects it.
+                item.add_marker(bench_bridge.mark(group=self.task.name))
             yield item
 
-    def _runner(self, case: Case):
-        if case.kind == TEST:
-            return lambda: self.run_case(case)
-        return lambda: self.run_benchmark(case)
+    def _benchmark_runner(self, case: Case):
+        def run(benchmark) -> None:  # pytest-benchmark's fixture: it reports our device samples
+            self.run_benchmark(case, benchmark)
+
+        return run
 
     def run_case(self, case: Case) -> None:
         if self.task.lang == "cu":
@@ -228,12 +300,31 @@ class SubmissionNode(pytest.Collector):
         outcome = self.judge.check_case(case, timeout)
         self.report(case, outcome)
 
-    def run_benchmark(self, case: Case) -> None:
-        # Timing lands with the benchmark engine; until then a benchmark case is verified once.
-        self.run_case(case)
-
-    def report(self, case: Case, outcome: CaseOutcome) -> None:
+    def run_benchmark(self, case: Case, benchmark) -> None:
+        if self.task.lang == "cu":
+            pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
+        outcome = self.judge.benchmark_case(
+            case,
+            self.state.timeout(self.task, case.kind),
+            self.state.plan(self.task),
+            progress=self.state.progress,
+            reference=self.state.reference_timer(self.task),
+        )
         self.state.recorder.record(self.task, self.ref, case, outcome)
+        if outcome.passed and outcome.timing:
+            extra = {
+                "leaderboard": self.task.name,
+                "case": case.id,
+                "clock": outcome.timing["clock"],
+            }
+            if outcome.speedup is not None:
+                extra["speedup"] = outcome.speedup
+            bench_bridge.report_samples(benchmark, outcome.timing["samples_us"], extra_info=extra)
+        self.report(case, outcome, recorded=True)
+
+    def report(self, case: Case, outcome: CaseOutcome, recorded: bool = False) -> None:
+        if not recorded:
+            self.state.recorder.record(self.task, self.ref, case, outcome)
         if outcome.status == "skipped":
             pytest.skip(outcome.message)
         if not outcome.passed:
@@ -271,7 +362,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state: KernelboardState = session.config.stash[STATE]
-    state.pool.close()
+    state.close()
     if state.recorder.empty:
         return
     state.document = state.recorder.document()

@@ -6,20 +6,26 @@ from typing import Any
 
 from .cases import BENCHMARK, TEST
 from .task import TaskSpec
+from .timing.scoring import fast_p, geomean_speedup, score, score_interval
+
+
+def _status(cases: list[dict[str, Any]]) -> str:
+    ran = [c for c in cases if c["status"] != "skipped"]
+    if not ran:
+        return "skipped"
+    return "passed" if all(c["status"] == "passed" for c in ran) else "failed"
+
+
+def _score(timings: list[dict[str, Any]], ranking_by: str) -> tuple[float, list[float]]:
+    means = [t["mean_us"] for t in timings]
+    return score(means, ranking_by), list(score_interval(timings, ranking_by))
 
 
 def summarize_evaluation(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -> dict[str, Any]:
     tests = [c for c in cases if c["kind"] == TEST]
     benchmarks = [c for c in cases if c["kind"] == BENCHMARK]
-    ran = [c for c in cases if c["status"] != "skipped"]
-    if not ran:
-        status = "skipped"
-    elif all(c["status"] == "passed" for c in ran):
-        status = "passed"
-    else:
-        status = "failed"
     summary: dict[str, Any] = {
-        "status": status,
+        "status": _status(cases),
         "tests_passed": sum(c["status"] == "passed" for c in tests),
         "tests_total": len(tests),
         "benchmarks_passed": sum(c["status"] == "passed" for c in benchmarks),
@@ -31,4 +37,22 @@ def summarize_evaluation(cases: list[dict[str, Any]], task: TaskSpec, mode: str)
         "speedup_geomean": None,
         "fast_p": None,
     }
+    if not benchmarks:
+        return summary
+    # fast_p and speedups describe whatever was timed; a score needs every benchmark timed.
+    speedups = [c.get("speedup") for c in benchmarks]
+    correct = [c["status"] == "passed" for c in benchmarks]
+    if any(s is not None for s in speedups):
+        summary["fast_p"] = {
+            key.removeprefix("fast_"): share for key, share in fast_p(correct, speedups).items()
+        }
+        summary["speedup_geomean"] = geomean_speedup(speedups, correct)
+    if all(correct) and all(c.get("timing") for c in benchmarks):
+        summary["score_us"], summary["score_ci95_us"] = _score(
+            [c["timing"] for c in benchmarks], task.ranking_by
+        )
+        references = [c.get("reference_timing") for c in benchmarks]
+        if all(references):
+            summary["reference_score_us"], _ = _score(references, task.ranking_by)
+            summary["speedup"] = summary["reference_score_us"] / summary["score_us"]
     return summary

@@ -119,8 +119,10 @@ class WorkerProcess:
     def ping(self, timeout_s: float = 120.0) -> dict[str, Any]:
         return self.request("ping", timeout_s).payload
 
-    def load(self, stage_dir: Path, module: str, timeout_s: float) -> None:
-        self.request("load", timeout_s, stage_dir=str(stage_dir), module=module)
+    def load(
+        self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
+    ) -> None:
+        self.request("load", timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
         self.loaded = True
 
     def _died(self) -> WorkerFailure:

@@ -124,13 +124,29 @@ class Worker:
         device_us = start_event.elapsed_time(end_event) * 1e3
         return {"output": self._sendable(output), "device_us": device_us, "wall_us": wall_us}
 
+    def calibrate(self, flush_bytes: int, calls: int = 30) -> dict:
+        """The harness's own cost: an empty call timed exactly like a real one."""
+        kernel, self.kernel = self.kernel, lambda data: data
+        try:
+            replies = [self.time_call(None, flush_bytes) for _ in range(calls)]
+        finally:
+            self.kernel = kernel
+        device = sorted(r["device_us"] for r in replies)[calls // 2]
+        gap = sorted(r["wall_us"] - r["device_us"] for r in replies)[calls // 2]
+        return {"empty_device_us": device, "wall_gap_us": gap}
+
     # -- plumbing -----------------------------------------------------------------------------
     def _sendable(self, output: Any) -> Any:
         # A fresh copy: an output that aliases a received input cannot be re-shared by IPC.
         return copy.deepcopy(output)
 
     def serve(self) -> None:
-        handlers = {"load": self.load, "call": self.call, "time": self.time_call}
+        handlers = {
+            "load": self.load,
+            "call": self.call,
+            "time": self.time_call,
+            "calibrate": self.calibrate,
+        }
         while True:
             try:
                 request = self.conn.recv()

@@ -1,0 +1,57 @@
+"""Pure timing helpers for the benchmark engine: statistics, stopping, scoring, physical floors.
+
+Nothing here touches a GPU or imports torch at module level, so every rule can be tested with
+fake clocks and fake samples. The measurement loop lives elsewhere and calls into these modules.
+"""
+
+from pytest_kernelboard.timing.floors import (
+    bandwidth_floor_us,
+    clock_drop_flag,
+    io_bytes,
+    plausibility_flags,
+    tensor_bytes,
+)
+from pytest_kernelboard.timing.scoring import (
+    RANKINGS,
+    fast_p,
+    geomean_speedup,
+    score,
+    score_interval,
+    speedup,
+)
+from pytest_kernelboard.timing.stats import (
+    RunningStats,
+    Summary,
+    geometric_mean,
+    student_t_critical,
+    summarize,
+)
+from pytest_kernelboard.timing.stopping import (
+    StoppingRule,
+    Warmup,
+    budget_for_case,
+    run_adaptive,
+)
+
+__all__ = [
+    "RANKINGS",
+    "RunningStats",
+    "StoppingRule",
+    "Summary",
+    "Warmup",
+    "bandwidth_floor_us",
+    "budget_for_case",
+    "clock_drop_flag",
+    "fast_p",
+    "geomean_speedup",
+    "geometric_mean",
+    "io_bytes",
+    "plausibility_flags",
+    "run_adaptive",
+    "score",
+    "score_interval",
+    "speedup",
+    "student_t_critical",
+    "summarize",
+    "tensor_bytes",
+]

@@ -1,0 +1,160 @@
+"""A leaderboard score from per-case timings, its uncertainty, and speedup metrics.
+
+ranking_by (GPU MODE's names): "last" scores the last benchmark case only, "mean" the arithmetic
+mean of the case means, "geom" their geometric mean. Lower is better for every score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_kernelboard.timing.stats import Summary, geometric_mean, student_t_critical
+
+__all__ = [
+    "DEFAULT_FAST_P",
+    "RANKINGS",
+    "fast_p",
+    "fast_p_key",
+    "geomean_speedup",
+    "score",
+    "score_interval",
+    "speedup",
+]
+
+RANKINGS = ("last", "mean", "geom")
+DEFAULT_FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def _check_ranking(ranking_by: str) -> None:
+    if ranking_by not in RANKINGS:
+        raise ValueError(f"ranking_by must be one of {RANKINGS}, got {ranking_by!r}")
+
+
+def score(case_means_us: Sequence[float], ranking_by: str) -> float:
+    """The leaderboard score in microseconds (lower is better)."""
+    _check_ranking(ranking_by)
+    if not case_means_us:
+        raise ValueError("no benchmark cases to score")
+    if ranking_by == "last":
+        return float(case_means_us[-1])
+    if ranking_by == "mean":
+        return math.fsum(case_means_us) / len(case_means_us)
+    return geometric_mean(case_means_us)
+
+
+def _case_fields(
+    case: Summary | Mapping[str, Any],
+) -> tuple[float, float, int, tuple[float, float]]:
+    """(mean, standard error, n, ci95) from a Summary or its to_dict() form."""
+    if isinstance(case, Summary):
+        mean, std, n, ci = case.mean_us, case.std_us, case.n, case.ci95_us
+    else:
+        mean, std, n = float(case["mean_us"]), float(case["std_us"]), int(case["n"])
+        lo, hi = case["ci95_us"]
+        ci = (float(lo), float(hi))
+    return mean, std / math.sqrt(n), n, ci
+
+
+def _welch_satterthwaite(variances: Sequence[float], dofs: Sequence[int]) -> float:
+    """Effective degrees of freedom of a sum of independent variance estimates."""
+    terms = [(v, d) for v, d in zip(variances, dofs, strict=True) if v > 0 and d > 0]
+    if not terms:
+        return math.inf
+    total = math.fsum(v for v, _ in terms)
+    return total * total / math.fsum(v * v / d for v, d in terms)
+
+
+def score_interval(
+    cases: Sequence[Summary | Mapping[str, Any]], ranking_by: str, confidence: float = 0.95
+) -> tuple[float, float]:
+    """A confidence interval (default 95%) of score(), treating cases as independent.
+
+    last: that case's own Student-t interval (ci95_us; confidence is not re-applied).
+    mean: S = sum(m_i) / k has standard error sqrt(sum(se_i^2)) / k.
+    geom: on the log scale, log G = sum(log m_i) / k and, by the delta method,
+          se(log m_i) ~= se_i / m_i, so se(log G) = sqrt(sum((se_i / m_i)^2)) / k; the interval
+          exp(log G -/+ t * se(log G)) is multiplicative, hence asymmetric around G.
+    For mean and geom, t uses the Welch-Satterthwaite effective degrees of freedom of the
+    per-case variance terms (each with n_i - 1 degrees of freedom). se_i = std_i / sqrt(n_i).
+    The lower end is clamped at 0 (a duration cannot be negative).
+    """
+    _check_ranking(ranking_by)
+    if not cases:
+        raise ValueError("no benchmark cases to score")
+    fields = [_case_fields(case) for case in cases]
+    k = len(fields)
+    dofs = [n - 1 for _, _, n, _ in fields]
+    if ranking_by == "last":
+        return fields[-1][3]
+    if ranking_by == "mean":
+        center = math.fsum(m for m, _, _, _ in fields) / k
+        variances = [se * se for _, se, _, _ in fields]
+        df = _welch_satterthwaite(variances, dofs)
+        half = _t(df, confidence) * math.sqrt(math.fsum(variances)) / k
+        return (max(0.0, center - half), center + half)
+    means = [m for m, _, _, _ in fields]
+    log_center = math.log(geometric_mean(means))
+    variances = [(se / m) ** 2 for m, se, _, _ in fields]
+    df = _welch_satterthwaite(variances, dofs)
+    half = _t(df, confidence) * math.sqrt(math.fsum(variances)) / k
+    return (math.exp(log_center - half), math.exp(log_center + half))
+
+
+def _t(df: float, confidence: float) -> float:
+    return student_t_critical(df, confidence) if math.isfinite(df) else 0.0
+
+
+def speedup(reference_us: float, submission_us: float) -> float:
+    """How many times faster the submission is than the reference (> 1: faster)."""
+    if not submission_us > 0 or not reference_us >= 0:
+        raise ValueError(
+            f"need reference >= 0 and submission > 0, got {reference_us}, {submission_us}"
+        )
+    return reference_us / submission_us
+
+
+def fast_p_key(p: float) -> str:
+    """'fast_0', 'fast_0.5', 'fast_1', ... (KernelBench's names)."""
+    return f"fast_{p:g}"
+
+
+def fast_p(
+    correct: Sequence[bool],
+    speedups: Sequence[float | None],
+    thresholds: Sequence[float] = DEFAULT_FAST_P,
+) -> dict[str, float]:
+    """KernelBench's fast_p: the share of all cases that are correct AND faster than p times the
+    reference (speedup > p). fast_0 is the share of correct cases, timed or not; a correct case
+    without a speedup (not timed) counts for no p > 0."""
+    if len(correct) != len(speedups):
+        raise ValueError(f"{len(correct)} correctness flags but {len(speedups)} speedups")
+    if not correct:
+        raise ValueError("fast_p of no cases")
+    total = len(correct)
+    out: dict[str, float] = {}
+    for p in thresholds:
+        if p <= 0:
+            hits = sum(1 for ok in correct if ok)
+        else:
+            hits = sum(
+                1 for ok, s in zip(correct, speedups, strict=True) if ok and s is not None and s > p
+            )
+        out[fast_p_key(p)] = hits / total
+    return out
+
+
+def geomean_speedup(
+    speedups: Sequence[float | None], correct: Sequence[bool] | None = None
+) -> float | None:
+    """Geometric mean of the speedups of the cases that have one (and are correct, when
+    `correct` is given); None when no case qualifies. The geometric mean is the right average
+    of ratios: a 2x win and a 2x loss cancel to 1."""
+    if correct is not None and len(correct) != len(speedups):
+        raise ValueError(f"{len(correct)} correctness flags but {len(speedups)} speedups")
+    flags = correct if correct is not None else [True] * len(speedups)
+    chosen = [s for ok, s in zip(flags, speedups, strict=True) if ok and s is not None]
+    if not chosen:
+        return None
+    return geometric_mean(chosen)

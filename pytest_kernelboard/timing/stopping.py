@@ -1,0 +1,179 @@
+"""When to stop measuring: warm-up, adaptive stopping, and per-case time budgets.
+
+Modelled on nvbench's split: the measurement produces samples, a criterion decides when there
+are enough, and reporting is separate. Everything takes the elapsed time as an argument (or an
+injectable clock), so the rules can be tested with fake clocks and fake noise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pytest_kernelboard.timing.stats import RunningStats
+
+__all__ = [
+    "CONVERGED",
+    "MAX_SAMPLES",
+    "TIME_BUDGET",
+    "StoppingRule",
+    "Warmup",
+    "budget_for_case",
+    "run_adaptive",
+]
+
+CONVERGED = "converged"
+TIME_BUDGET = "time_budget"
+MAX_SAMPLES = "max_samples"
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """Stop when the mean is known well enough, or when the case has used its share of time.
+
+    reason() returns, checked in this order:
+      "converged"    n >= min_samples, elapsed >= min_time_s, and rse <= target_rse
+      "time_budget"  elapsed >= budget_s (whatever else holds: the task timeout is hard)
+      "max_samples"  n >= max_samples
+      None           keep measuring
+
+    rse is std / sqrt(n) / mean; a 5% coefficient of variation therefore needs about
+    (0.05 / target_rse)^2 samples. min_time_s keeps a fast kernel from stopping before clocks
+    and caches have settled into a steady state (nvbench's --min-time).
+    """
+
+    target_rse: float = 0.005
+    min_samples: int = 10
+    max_samples: int = 10_000
+    min_time_s: float = 0.05
+    budget_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.target_rse > 0:
+            raise ValueError("target_rse must be > 0")
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
+        if self.min_time_s < 0 or not self.budget_s > 0:
+            raise ValueError("need min_time_s >= 0 and budget_s > 0")
+
+    def reason(self, samples_us: Sequence[float] | RunningStats, elapsed_s: float) -> str | None:
+        """Why to stop now, or None. Pass a RunningStats to avoid an O(n) pass per sample."""
+        stats = samples_us if isinstance(samples_us, RunningStats) else RunningStats(samples_us)
+        n = stats.n
+        # Two samples at least: a spread estimated from one sample is no estimate.
+        if (
+            n >= max(self.min_samples, 2)
+            and elapsed_s >= self.min_time_s
+            and stats.rse <= self.target_rse
+        ):
+            return CONVERGED
+        if elapsed_s >= self.budget_s:
+            return TIME_BUDGET
+        if n >= self.max_samples:
+            return MAX_SAMPLES
+        return None
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """Warm-up is over once JIT compilation, autotuning and lazy allocation are out of the way.
+
+    done() when all of: at least min_calls calls, at least min_time_s spent, and the last two
+    calls agree within `tolerance` (|a - b| <= tolerance * min(a, b)); or, as a bound, once
+    max_calls calls or max_time_s have been spent. A first call that compiles for seconds never
+    agrees with the second one, so it never leaks into the measured samples.
+    """
+
+    min_calls: int = 2
+    min_time_s: float = 0.0
+    tolerance: float = 0.10
+    max_calls: int = 100
+    max_time_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_calls <= self.max_calls:
+            raise ValueError("need 1 <= min_calls <= max_calls")
+        if self.tolerance < 0 or self.min_time_s < 0 or self.max_time_s < 0:
+            raise ValueError("tolerance and times must be >= 0")
+
+    def reason(self, durations_us: Sequence[float], elapsed_s: float) -> str | None:
+        """Why warm-up is over ("stable", "max_calls" or "max_time"), or None to keep going."""
+        n = len(durations_us)
+        if n >= max(self.min_calls, 2) and elapsed_s >= self.min_time_s:
+            a, b = durations_us[-2], durations_us[-1]
+            if abs(a - b) <= self.tolerance * min(a, b):
+                return "stable"
+        if n >= self.max_calls:
+            return "max_calls"
+        if elapsed_s >= self.max_time_s and n >= 1:
+            return "max_time"
+        return None
+
+    def done(self, durations_us: Sequence[float], elapsed_s: float) -> bool:
+        return self.reason(durations_us, elapsed_s) is not None
+
+
+def budget_for_case(
+    timeout_s: float,
+    n_cases: int,
+    *,
+    fixed_overhead_s: float = 10.0,
+    headroom: float = 0.3,
+    timed_runs_per_case: int = 2,
+    min_budget_s: float = 0.1,
+    max_budget_s: float = 10.0,
+) -> float:
+    """Seconds of measurement one case may spend, derived from the task's benchmark timeout.
+
+        budget = clamp((timeout_s * (1 - headroom) - fixed_overhead_s)
+                       / (n_cases * timed_runs_per_case),  min_budget_s, max_budget_s)
+
+    fixed_overhead_s pays for process start-up, imports and CUDA context creation once per run;
+    headroom is the share of the timeout kept for warm-up, verification of every output and the
+    judge/worker round trips that the stopping rule's elapsed time does not see in full;
+    timed_runs_per_case counts the submission and the reference, each timed under its own budget.
+    The result never drops below min_budget_s (a case always gets a few samples, even when the
+    timeout is too short to honour) nor exceeds max_budget_s (beyond it more samples buy nothing).
+    """
+    if n_cases < 1:
+        raise ValueError("n_cases must be >= 1")
+    if not 0 <= headroom < 1:
+        raise ValueError("headroom must be in [0, 1)")
+    if timed_runs_per_case < 1:
+        raise ValueError("timed_runs_per_case must be >= 1")
+    usable = timeout_s * (1.0 - headroom) - fixed_overhead_s
+    per_case = usable / (n_cases * timed_runs_per_case)
+    return min(max(per_case, min_budget_s), max_budget_s)
+
+
+def run_adaptive(
+    measure: Callable[[], float],
+    rule: StoppingRule,
+    clock: Callable[[], float] = time.perf_counter,
+    warmup: Warmup | None = None,
+) -> tuple[list[float], str]:
+    """Call measure() until rule says stop; returns (samples_us, reason).
+
+    measure() performs one call and returns its time in microseconds. With warmup, calls are made
+    and thrown away until warmup.done(); the rule's clock starts after warm-up, so compile time
+    counts against neither min_time_s nor budget_s. clock returns seconds (injectable for tests).
+    """
+    if warmup is not None:
+        durations: list[float] = []
+        start = clock()
+        while not warmup.done(durations, clock() - start):
+            durations.append(float(measure()))
+    samples: list[float] = []
+    stats = RunningStats()
+    start = clock()
+    while True:
+        sample = float(measure())
+        if not math.isfinite(sample):
+            raise ValueError(f"measure() returned {sample!r}")
+        samples.append(sample)
+        stats.add(sample)
+        why = rule.reason(stats, clock() - start)
+        if why is not None:
+            return samples, why

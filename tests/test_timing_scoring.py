@@ -1,0 +1,116 @@
+import math
+
+import pytest
+
+from pytest_kernelboard.timing.scoring import (
+    fast_p,
+    fast_p_key,
+    geomean_speedup,
+    score,
+    score_interval,
+    speedup,
+)
+from pytest_kernelboard.timing.stats import student_t_critical, summarize
+
+MEANS = [10.0, 40.0, 160.0]
+
+
+def test_score_by_hand():
+    assert score(MEANS, "last") == 160.0
+    assert score(MEANS, "mean") == pytest.approx(70.0)
+    assert score(MEANS, "geom") == pytest.approx(40.0)  # (10 * 40 * 160) ** (1/3) = 64000 ** (1/3)
+    assert score([5.0], "geom") == pytest.approx(5.0)
+
+
+def test_score_rejects_unknown_ranking_and_empty_input():
+    with pytest.raises(ValueError):
+        score(MEANS, "median")
+    with pytest.raises(ValueError):
+        score([], "mean")
+    with pytest.raises(ValueError):
+        score([1.0, 0.0], "geom")
+
+
+def _cases():
+    return [
+        summarize([9.0, 10.0, 11.0]),
+        summarize([38.0, 40.0, 42.0, 40.0]),
+        summarize([150.0, 170.0]),
+    ]
+
+
+def test_score_interval_last_is_that_cases_ci():
+    cases = _cases()
+    assert score_interval(cases, "last") == cases[-1].ci95_us
+
+
+def test_score_interval_mean_by_hand():
+    cases = _cases()
+    se = [c.std_us / math.sqrt(c.n) for c in cases]
+    var = [s * s for s in se]
+    # Welch-Satterthwaite: (sum v)^2 / sum(v^2 / (n - 1))
+    df = sum(var) ** 2 / sum(v * v / (c.n - 1) for v, c in zip(var, cases, strict=True))
+    half = student_t_critical(df) * math.sqrt(sum(var)) / 3
+    center = sum(c.mean_us for c in cases) / 3
+    assert score_interval(cases, "mean") == pytest.approx((center - half, center + half))
+    lo, hi = score_interval(cases, "mean")
+    assert lo < score([c.mean_us for c in cases], "mean") < hi
+
+
+def test_score_interval_geom_is_multiplicative():
+    cases = _cases()
+    means = [c.mean_us for c in cases]
+    g = score(means, "geom")
+    lo, hi = score_interval(cases, "geom")
+    assert lo < g < hi
+    assert g / lo == pytest.approx(hi / g)  # symmetric on the log scale
+    rel = [(c.std_us / math.sqrt(c.n)) / c.mean_us for c in cases]
+    var = [r * r for r in rel]
+    df = sum(var) ** 2 / sum(v * v / (c.n - 1) for v, c in zip(var, cases, strict=True))
+    half = student_t_critical(df) * math.sqrt(sum(var)) / 3
+    assert hi == pytest.approx(g * math.exp(half))
+
+
+def test_score_interval_accepts_record_dicts_and_handles_zero_spread():
+    cases = [summarize([5.0, 5.0, 5.0]).to_dict(clock="cuda_event"), summarize([7.0]).to_dict()]
+    assert score_interval(cases, "mean") == pytest.approx((6.0, 6.0))
+    assert score_interval(cases, "geom") == pytest.approx((math.sqrt(35.0),) * 2)
+
+
+def test_speedup():
+    assert speedup(100.0, 25.0) == 4.0
+    assert speedup(10.0, 20.0) == 0.5
+    with pytest.raises(ValueError):
+        speedup(10.0, 0.0)
+
+
+def test_fast_p_hand_computed_table():
+    #        case:   0      1      2      3      4      5
+    correct = [True, True, True, False, True, True]
+    speedups = [0.4, 1.0, 1.6, 3.0, 2.5, None]  # case 3 is fast but wrong; case 5 is untimed
+    # p=0   : correct                          -> 0,1,2,4,5 = 5/6
+    # p=0.5 : correct and > 0.5               -> 1,2,4     = 3/6
+    # p=1   : > 1 (1.0 is not faster)         -> 2,4       = 2/6
+    # p=1.5 : > 1.5                           -> 2,4       = 2/6
+    # p=2   : > 2                             -> 4         = 1/6
+    assert fast_p(correct, speedups) == pytest.approx(
+        {"fast_0": 5 / 6, "fast_0.5": 3 / 6, "fast_1": 2 / 6, "fast_1.5": 2 / 6, "fast_2": 1 / 6}
+    )
+
+
+def test_fast_p_custom_thresholds_and_validation():
+    assert fast_p([False, False], [2.0, 3.0], thresholds=(0, 1)) == {"fast_0": 0.0, "fast_1": 0.0}
+    assert fast_p([True], [3.0], thresholds=(2.5,)) == {"fast_2.5": 1.0}
+    assert fast_p_key(1.0) == "fast_1"
+    with pytest.raises(ValueError):
+        fast_p([True], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        fast_p([], [])
+
+
+def test_geomean_speedup():
+    assert geomean_speedup([2.0, 0.5]) == pytest.approx(1.0)
+    assert geomean_speedup([2.0, 8.0, None]) == pytest.approx(4.0)
+    assert geomean_speedup([2.0, 8.0, 100.0], correct=[True, True, False]) == pytest.approx(4.0)
+    assert geomean_speedup([None, 3.0], correct=[True, False]) is None
+    assert geomean_speedup([]) is None
