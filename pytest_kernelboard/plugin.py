@@ -201,8 +201,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         and "solutions" not in file_path.parts
     ):
         return LeaderboardFile.from_parent(parent, path=file_path)
+    # A .py file named on the command line goes through pytest_pycollect_makemodule instead.
+    if file_path.suffix == ".py" and parent.session.isinitpath(file_path):
+        return None
     if _is_submission_file(file_path, parent.config):
         return SubmissionFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Collector | None:
+    """A submission named on the command line is judged, never imported as a test module."""
+    if _is_submission_file(module_path, parent.config):
+        return SubmissionFile.from_parent(parent, path=module_path)
     return None
 
 
