@@ -39,13 +39,13 @@ tests:
   - {"op": "copy", "nbytes": 4096, "seed": 1}
 benchmarks:
 %s
-benchmark_timeout: 600
+benchmark_timeout: 120
 test_timeout: 120
 ranking_by: "geom"
 gpus: ["H100", "H200"]
 """
 
-REFERENCE = '''
+REFERENCE = """
 import torch
 
 
@@ -80,7 +80,7 @@ def check_implementation(data, output):
     expected = run((op, args, torch.empty_like(out)))
     ok = torch.allclose(output.float(), expected.float(), rtol=1e-2, atol=1e-2)
     return bool(ok), "" if ok else "mismatch"
-'''
+"""
 
 PLAIN = """
 from reference import run
@@ -131,11 +131,15 @@ def case_label(op: str, nbytes: int) -> str:
 def build_repo(root: Path) -> None:
     board = root / "leaderboards" / "timing"
     board.mkdir(parents=True)
-    lines = [f'  - {{"op": "{op}", "nbytes": {n}, "seed": {i + 2}}}' for i, (op, n) in enumerate(cases())]
+    lines = [
+        f'  - {{"op": "{op}", "nbytes": {n}, "seed": {i + 2}}}' for i, (op, n) in enumerate(cases())
+    ]
     lines.append(f'  - {{"op": "side", "nbytes": {256 * MiB}, "seed": 99}}')
     (board / "task.yml").write_text(TASK_YML % "\n".join(lines))
-    (board / "reference.py").write_text(REFERENCE.replace('if op == "empty"', 'if op in ("empty",)'))
-    for author, source in (("plain", PLAIN), ("sidestream", SIDE_STREAM)):
+    (board / "reference.py").write_text(
+        REFERENCE.replace('if op == "empty"', 'if op in ("empty",)')
+    )
+    for author, source in (("plain", PLAIN), ("hidden", SIDE_STREAM)):
         folder = root / "submissions" / "timing" / author
         folder.mkdir(parents=True)
         (folder / "submission.py").write_text(textwrap.dedent(source))
@@ -144,9 +148,23 @@ def build_repo(root: Path) -> None:
 def run_plugin(root: Path, submission: str, results: Path, extra: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "pytest", submission, "-q", "-p", "no:cacheprovider",
-         "--kb-mode", "benchmark", "--kb-results", str(results), *extra],
-        cwd=root, check=False, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            submission,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--kb-mode",
+            "benchmark",
+            "--kb-results",
+            str(results),
+            *extra,
+        ],
+        cwd=root,
+        check=False,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - started
 
@@ -158,23 +176,44 @@ def ncu_times(root: Path) -> dict[tuple[str, int], float]:
     script = root / "ncu_target.py"
     script.write_text(NCU_TARGET % (cases(),))
     proc = subprocess.run(
-        ["ncu", "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
-         sys.executable, str(script), str(root / "leaderboards" / "timing")],
-        capture_output=True, text=True,
+        [
+            "ncu",
+            "--csv",
+            "--clock-control",
+            "none",
+            "--metrics",
+            "gpu__time_duration.sum",
+            sys.executable,
+            str(script),
+            str(root / "leaderboards" / "timing"),
+        ],
+        capture_output=True,
+        text=True,
     )
-    rows = [r for r in csv.DictReader(io.StringIO(proc.stdout[proc.stdout.find('"ID"'):]))
-            if r.get("Metric Name") == "gpu__time_duration.sum"]
+    rows = [
+        r
+        for r in csv.DictReader(io.StringIO(proc.stdout[proc.stdout.find('"ID"') :]))
+        if r.get("Metric Name") == "gpu__time_duration.sum"
+    ]
     # Kernels arrive in launch order: each case launches its kernel 5 times (empty: none),
     # after generate_input's own kernels (randn), which we skip by name.
     times: dict[tuple[str, int], float] = {}
-    timed = [r for r in rows if "normal" not in r["Kernel Name"] and "fill" not in r["Kernel Name"].lower()]
+    timed = [
+        r
+        for r in rows
+        if "normal" not in r["Kernel Name"] and "fill" not in r["Kernel Name"].lower()
+    ]
     cursor = 0
     for op, nbytes in cases():
         if op == "empty":
             continue
-        group = timed[cursor:cursor + 5]
+        group = timed[cursor : cursor + 5]
         cursor += 5
-        scale = 1e-3 if group and group[0]["Metric Unit"] == "nsecond" else (1.0 if group and group[0]["Metric Unit"] == "usecond" else 1e3)
+        scale = (
+            1e-3
+            if group and group[0]["Metric Unit"] == "nsecond"
+            else (1.0 if group and group[0]["Metric Unit"] == "usecond" else 1e3)
+        )
         values = [float(r["Metric Value"].replace(",", "")) * scale for r in group]
         if values:
             times[(op, nbytes)] = statistics.mean(values[1:] or values)
@@ -191,7 +230,9 @@ def do_bench_times(root: Path) -> dict[tuple[str, int], float]:
     times = {}
     for op, nbytes in cases():
         data = generate_input(op, nbytes, 7)
-        times[(op, nbytes)] = triton.testing.do_bench(lambda data=data: run(data), return_mode="median") * 1e3
+        times[(op, nbytes)] = (
+            triton.testing.do_bench(lambda data=data: run(data), return_mode="median") * 1e3
+        )
         del data
         torch.cuda.empty_cache()
     return times
@@ -219,14 +260,18 @@ def main() -> int:
         walls.append(run_plugin(root, "submissions/timing/plain", path, []))
         runs.append(json.loads(path.read_text()))
     side_path = root / "side.json"
-    run_plugin(root, "submissions/timing/sidestream", side_path, ["-k", "op=side"])
+    run_plugin(root, "submissions/timing/hidden", side_path, ["-k", "side"])
     side = json.loads(side_path.read_text())
     ncu = ncu_times(root)
     bench = do_bench_times(root)
 
     def case_means(doc, op, nbytes):
         for case in doc["evaluations"][0]["cases"]:
-            if case["spec"].get("op") == op and case["spec"].get("nbytes") == nbytes and case.get("timing"):
+            if (
+                case["spec"].get("op") == op
+                and case["spec"].get("nbytes") == nbytes
+                and case.get("timing")
+            ):
                 return case["timing"]
         return None
 
@@ -239,26 +284,35 @@ def main() -> int:
             continue
         roofline = 2 * nbytes / peak * 1e6 if op == "copy" else None
         ours = statistics.median(means)
-        rows.append({
-            "case": case_label(op, nbytes),
-            "ours_us": ours,
-            "ci95_us": timings[0]["ci95_us"],
-            "n": timings[0]["n"],
-            "ncu_us": ncu.get((op, nbytes)),
-            "ratio": ours / ncu[(op, nbytes)] if (op, nbytes) in ncu else None,
-            "spread": max(means) / min(means) - 1,
-            "do_bench_us": bench.get((op, nbytes)),
-            "roofline_us": roofline,
-        })
+        rows.append(
+            {
+                "case": case_label(op, nbytes),
+                "ours_us": ours,
+                "ci95_us": timings[0]["ci95_us"],
+                "n": timings[0]["n"],
+                "ncu_us": ncu.get((op, nbytes)),
+                "ratio": ours / ncu[(op, nbytes)] if (op, nbytes) in ncu else None,
+                "spread": max(means) / min(means) - 1,
+                "do_bench_us": bench.get((op, nbytes)),
+                "roofline_us": roofline,
+            }
+        )
     side_timing = case_means(side, "side", 256 * MiB)
     copy_256 = next(r for r in rows if r["case"] == "copy 256 MiB")
-    scores = [doc["evaluations"][0]["summary"]["score_us"] for doc in runs]
+    scores = [s for doc in runs if (s := doc["evaluations"][0]["summary"]["score_us"]) is not None]
     report = {
-        "device": env["device"], "gpu": env["gpu_name"], "driver": env["driver"], "cuda": env["cuda"],
-        "torch": env["torch"], "triton": env["triton"], "peak_gbps": peak / 1e9, "rows": rows,
+        "device": env["device"],
+        "gpu": env["gpu_name"],
+        "driver": env["driver"],
+        "cuda": env["cuda"],
+        "torch": env["torch"],
+        "triton": env["triton"],
+        "peak_gbps": peak / 1e9,
+        "rows": rows,
         "side_stream_us": side_timing and side_timing["mean_us"],
         "side_stream_flags": side_timing and side_timing.get("flags"),
-        "scores_us": scores, "walls_s": walls,
+        "scores_us": scores,
+        "walls_s": walls,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "timing_accuracy.json").write_text(json.dumps(report, indent=1))
@@ -266,17 +320,27 @@ def main() -> int:
     def fmt(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
 
-    print(f"\n{env['gpu_name']} driver {env['driver']} CUDA {env['cuda']} torch {env['torch']} "
-          f"triton {env['triton']} peak {peak / 1e9:.0f} GB/s")
-    print(f"{'case':<22}{'ours us':>11}{'ncu us':>11}{'ours/ncu':>10}{'spread5':>9}{'do_bench':>11}{'roofline':>10}{'n':>6}")
+    print(
+        f"\n{env['gpu_name']} driver {env['driver']} CUDA {env['cuda']} torch {env['torch']} "
+        f"triton {env['triton']} peak {peak / 1e9:.0f} GB/s"
+    )
+    print(
+        f"{'case':<22}{'ours us':>11}{'ncu us':>11}{'ours/ncu':>10}{'spread5':>9}{'do_bench':>11}{'roofline':>10}{'n':>6}"
+    )
     for row in rows:
-        print(f"{row['case']:<22}{fmt(row['ours_us']):>11}{fmt(row.get('ncu_us')):>11}"
-              f"{fmt(row.get('ratio'), '.3f'):>10}{fmt(100 * row['spread'] if row.get('spread') is not None else None, '.2f'):>8}%"
-              f"{fmt(row.get('do_bench_us')):>11}{fmt(row.get('roofline_us')):>10}{row.get('n', '-'):>6}")
-    print(f"side-stream copy 256 MiB: {fmt(report['side_stream_us'])} us (plain copy {fmt(copy_256['ours_us'])} us); "
-          f"flags {report['side_stream_flags']}")
-    print(f"score over {len(scores)} runs: {', '.join(fmt(s) for s in scores)} us; "
-          f"spread {100 * (max(scores) / min(scores) - 1):.2f}%; wall per evaluation {', '.join(f'{w:.1f}' for w in walls)} s")
+        print(
+            f"{row['case']:<22}{fmt(row['ours_us']):>11}{fmt(row.get('ncu_us')):>11}"
+            f"{fmt(row.get('ratio'), '.3f'):>10}{fmt(100 * row['spread'] if row.get('spread') is not None else None, '.2f'):>8}%"
+            f"{fmt(row.get('do_bench_us')):>11}{fmt(row.get('roofline_us')):>10}{row.get('n', '-'):>6}"
+        )
+    print(
+        f"side-stream copy 256 MiB: {fmt(report['side_stream_us'])} us (plain copy {fmt(copy_256['ours_us'])} us); "
+        f"flags {report['side_stream_flags']}"
+    )
+    print(
+        f"score over {len(scores)} runs: {', '.join(fmt(s) for s in scores)} us; "
+        f"spread {100 * (max(scores) / min(scores) - 1) if scores else float('nan'):.2f}%; wall per evaluation {', '.join(f'{w:.1f}' for w in walls)} s"
+    )
     return 0
 
 

@@ -27,7 +27,8 @@ _NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
     r"|CUDA_HOME environment variable is not set|no CUDA-capable device|CUDA driver version"
     r"|No module named '(cupy|cuda|pycuda)'|libcuda\.so|nvcc: not found|could not find nvcc"
-    r"|cudaErrorNoDevice|Triton .*requires.*GPU|0 active drivers",
+    r"|cudaErrorNoDevice|Triton .*requires.*GPU|0 active drivers"
+    r"|Cannot get CUDA generator|without ATen_cuda library",
     re.IGNORECASE,
 )
 STARTUP_TIMEOUT_S = 120.0
@@ -136,10 +137,24 @@ class SubmissionJudge:
         outcome.duration_s = time.perf_counter() - started
         return outcome
 
+    def settle(self) -> None:
+        """Finish the judge's own GPU work (input generation, copies) before the worker runs.
+
+        Two processes' kernels on one GPU are time-sliced: judge work still queued would be
+        counted in the worker's timed call, and the worker could read half-written inputs.
+        """
+        if self.use_cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         pristine = self.generate(case)
         worker = self.worker()
-        reply = worker.request("call", timeout_s, data=copy.deepcopy(pristine))
+        self.settle()
+        worker_copy = copy.deepcopy(pristine)
+        self.settle()
+        reply = worker.request("call", timeout_s, data=worker_copy)
         output = copy.deepcopy(reply.payload["output"])  # own it: detach from shared memory
         ok, message = self.modules.check(pristine, output)
         return CaseOutcome("passed" if ok else "failed", message if not ok else "")
@@ -186,6 +201,7 @@ class SubmissionJudge:
             ).payload
 
         def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+            self.settle()
             return worker.request("time", remaining_s, data=data, flush_bytes=flush_bytes).payload
 
         timer = CaseTimer(self.generate, request_time, self.modules.check, self.use_cuda, progress)

@@ -3,6 +3,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Fixture leaderboards and submissions are inputs of the tests, not tests themselves.
+collect_ignore = ["fixtures"]
 pytest_plugins = ["pytester"]
 
 

@@ -32,21 +32,23 @@ def trimmed_traceback(exc: BaseException, keep_under: Path) -> str:
 
 
 class StreamRegistry:
-    """Remembers every torch.cuda.Stream the submission creates, so timing can wait on them.
+    """Remembers every distinct CUDA stream the submission creates, so timing can wait on them.
 
-    Work a kernel hides on a side stream would otherwise finish after the end event.
+    Work a kernel hides on a side stream would otherwise finish after the end event. Every
+    torch.cuda.Stream object passes through __new__ (current_stream() builds one too), so
+    streams are kept once per (device, id): the list stays as short as the streams are few.
     """
 
     def __init__(self, torch_module: Any):
         self.torch = torch_module
-        self.streams: list[Any] = []
+        self.streams: dict[tuple[int, int], Any] = {}
         stream_class = torch_module.cuda.Stream
         original_new = stream_class.__new__
         registry = self
 
         def tracking_new(cls, *args, **kwargs):
             stream = original_new(cls, *args, **kwargs)
-            registry.streams.append(stream)
+            registry.streams.setdefault((stream.device_index, stream.stream_id), stream)
             return stream
 
         stream_class.__new__ = tracking_new
@@ -54,8 +56,8 @@ class StreamRegistry:
     def join(self) -> None:
         """Make the current stream wait for all work queued on the submission's streams."""
         current = self.torch.cuda.current_stream()
-        for stream in self.streams:
-            if stream != current:
+        for key, stream in self.streams.items():
+            if key != (current.device_index, current.stream_id):
                 current.wait_stream(stream)
 
 
@@ -112,6 +114,9 @@ class Worker:
                 torch.cuda.Event(enable_timing=True),
             )
         start_event, end_event = self.events
+        # Time the call on the worker's own copy: memory mapped from the judge through CUDA
+        # IPC is not what a kernel normally reads, and the copy leaves the judge's buffers alone.
+        data = copy.deepcopy(data)
         torch.cuda.synchronize()
         self.flush_buffer.zero_()  # evicts the inputs the judge just wrote from L2
         start_event.record()
