@@ -1,0 +1,303 @@
+"""Helpers shared by every leaderboard's reference.py (and usable from submissions).
+
+A leaderboard lists this file in its task.yml as
+``{"name": "utils.py", "source": "../utils.py"}``, so it is importable as ``utils``
+beside reference.py, task.py and the submission.
+
+Everything here runs on CPU as well as on CUDA: ``device()`` is the one place where a
+leaderboard picks its device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "DeterministicContext",
+    "ceil_div",
+    "device",
+    "make_generator",
+    "match_reference",
+    "set_seed",
+    "verbose_allclose",
+    "verbose_allequal",
+]
+
+
+def device() -> torch.device:
+    """The device every leaderboard generates its inputs on: CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def set_seed(seed: int = 42) -> None:
+    """Seed Python's, NumPy's (when installed) and torch's global generators."""
+    random.seed(seed)
+    with contextlib.suppress(ImportError):
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def make_generator(seed: int, dev: torch.device | None = None) -> torch.Generator:
+    """A seeded generator on `dev` (default: device()), so inputs are created where they are used."""
+    gen = torch.Generator(device=dev or device())
+    gen.manual_seed(seed)
+    return gen
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _index(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(idx))
+
+
+def _shape_problem(received: Any, expected: torch.Tensor) -> list[str]:
+    if not isinstance(received, torch.Tensor):
+        return [f"expected a torch.Tensor, got {type(received).__name__}"]
+    if tuple(received.shape) != tuple(expected.shape):
+        return [
+            f"SIZE MISMATCH: received shape {tuple(received.shape)}, expected {tuple(expected.shape)}"
+        ]
+    return []
+
+
+def _report(
+    bad: torch.Tensor,
+    received: torch.Tensor,
+    expected: torch.Tensor,
+    max_print: int,
+    what: str,
+) -> list[str]:
+    """Messages for the first `max_print` True positions of `bad` (flattened row-major)."""
+    count = int(bad.sum().item())
+    if count == 0:
+        return []
+    positions = torch.nonzero(bad.reshape(-1))[:max_print, 0].tolist()
+    rec = received.reshape(-1)
+    exp = expected.reshape(-1)
+    lines = [f"{count} of {bad.numel()} elements {what}"]
+    for pos in positions:
+        lines.append(
+            f"at {_index(pos, expected.shape)}: received {_fmt(rec[pos].item())}, "
+            f"expected {_fmt(exp[pos].item())}"
+        )
+    if count > max_print:
+        lines.append(f"... and {count - max_print} more")
+    return lines
+
+
+def verbose_allclose(
+    received: Any,
+    expected: torch.Tensor,
+    rtol: float = 1e-5,
+    atol: float | torch.Tensor = 1e-8,
+    max_print: int = 5,
+) -> list[str]:
+    """Compare element-wise: |received - expected| <= atol + rtol * |expected|.
+
+    Returns a list of messages, empty when everything matches. The shapes are checked
+    first; NaN matches only NaN and an infinity only the same infinity. `atol` may also
+    be a tensor broadcastable to the shape (a per-element tolerance). Values are compared
+    in float64, so the received dtype does not matter here.
+    """
+    problems = _shape_problem(received, expected)
+    if problems:
+        return problems
+    if received.device != expected.device:
+        received = received.to(expected.device)
+    rec = received.detach().to(torch.float64)
+    exp = expected.detach().to(torch.float64)
+    if isinstance(atol, torch.Tensor):
+        atol = atol.to(device=exp.device, dtype=torch.float64)
+
+    rec_nan, exp_nan = torch.isnan(rec), torch.isnan(exp)
+    rec_inf, exp_inf = torch.isinf(rec), torch.isinf(exp)
+    special = rec_nan | exp_nan | rec_inf | exp_inf
+    # NaN must meet NaN; an infinity must meet the same infinity.
+    special_bad = special & ~((rec_nan & exp_nan) | (rec_inf & exp_inf & (rec == exp)))
+    diff = (rec - exp).abs()
+    close = diff <= atol + rtol * exp.abs()
+    bad = special_bad | (~special & ~close)
+    if not bool(bad.any()):
+        return []
+    finite_bad = bad & ~special
+    lines = _report(
+        bad, received, expected, max_print, f"differ (rtol={rtol}, atol={_atol_text(atol)})"
+    )
+    if bool(finite_bad.any()):
+        lines.append(f"largest absolute difference: {_fmt(float(diff[finite_bad].max()))}")
+    nan_count = int((rec_nan & ~exp_nan).sum())
+    if nan_count:
+        lines.append(f"{nan_count} received values are NaN where the expected value is not")
+    return lines
+
+
+def _atol_text(atol: float | torch.Tensor) -> str:
+    if isinstance(atol, torch.Tensor):
+        return f"per element, {_fmt(float(atol.min()))}..{_fmt(float(atol.max()))}"
+    return _fmt(float(atol))
+
+
+def verbose_allequal(received: Any, expected: torch.Tensor, max_print: int = 5) -> list[str]:
+    """Exact comparison (shapes first, then every element). Empty list when equal."""
+    problems = _shape_problem(received, expected)
+    if problems:
+        return problems
+    if received.device != expected.device:
+        received = received.to(expected.device)
+    if received.dtype != expected.dtype:
+        common = torch.promote_types(received.dtype, expected.dtype)
+        bad = received.to(common) != expected.to(common)
+    else:
+        bad = received != expected
+    if received.is_floating_point() or expected.is_floating_point():
+        bad = bad & ~(
+            torch.isnan(received.to(torch.float64)) & torch.isnan(expected.to(torch.float64))
+        )
+    return _report(bad, received, expected, max_print, "differ")
+
+
+def _leaves(value: Any, path: str = "output") -> list[tuple[str, Any]]:
+    if isinstance(value, list | tuple):
+        out = []
+        for i, item in enumerate(value):
+            out.extend(_leaves(item, f"{path}[{i}]"))
+        return out
+    return [(path, value)]
+
+
+def match_reference(
+    data: Any,
+    output: Any,
+    ref_kernel: Callable[[Any], Any],
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    *,
+    exact: bool = False,
+    check_dtype: bool = True,
+    max_print: int = 5,
+) -> tuple[bool, str]:
+    """Run `ref_kernel(data)` and compare `output` with it: the body of most check_implementations.
+
+    `data` must be the judge's own copy of the inputs (never the one the submission saw).
+    Outputs may be a tensor or a (nested) tuple/list of tensors. With `exact`, values must be
+    equal; otherwise `verbose_allclose(rtol, atol)` decides. With `check_dtype`, the received
+    dtype must equal the reference's.
+    """
+    expected = ref_kernel(data)
+    exp_leaves = _leaves(expected)
+    if isinstance(expected, list | tuple):
+        if not isinstance(output, list | tuple) or len(output) != len(expected):
+            return False, (
+                f"expected a {type(expected).__name__} of {len(expected)} items, "
+                f"got {type(output).__name__}"
+                + (f" of {len(output)} items" if isinstance(output, list | tuple) else "")
+            )
+    rec_leaves = _leaves(output) if isinstance(expected, list | tuple) else [("output", output)]
+    if len(rec_leaves) != len(exp_leaves):
+        return False, f"expected {len(exp_leaves)} output tensors, got {len(rec_leaves)}"
+    for (name, rec), (_, exp) in zip(rec_leaves, exp_leaves, strict=True):
+        if not isinstance(exp, torch.Tensor):
+            if rec != exp:
+                return False, f"{name}: received {rec!r}, expected {exp!r}"
+            continue
+        problems = _shape_problem(rec, exp)
+        if not problems and check_dtype and rec.dtype != exp.dtype:
+            problems = [f"DTYPE MISMATCH: received {rec.dtype}, expected {exp.dtype}"]
+        if not problems:
+            problems = (
+                verbose_allequal(rec, exp, max_print=max_print)
+                if exact
+                else verbose_allclose(rec, exp, rtol=rtol, atol=atol, max_print=max_print)
+            )
+        if problems:
+            prefix = f"{name}: " if len(exp_leaves) > 1 else ""
+            return False, prefix + "\n".join(problems)
+    return True, "match"
+
+
+# --------------------------------------------------------------------------- numerics settings
+
+
+class DeterministicContext:
+    """Numerics that do not depend on global defaults, restored on exit.
+
+    Inside the block: TF32 is off for matmul and cuDNN, float32 matmul precision is
+    "highest", cuDNN picks deterministic algorithms without benchmarking, and torch's
+    deterministic-algorithms mode is on (warn-only, so an op without a deterministic
+    implementation still runs). Use it around reference computations whose result would
+    otherwise depend on the machine's settings (fp32 conv2d / matmul).
+    """
+
+    def __enter__(self) -> DeterministicContext:
+        cuda_matmul = torch.backends.cuda.matmul
+        cudnn = torch.backends.cudnn
+        self._saved = {
+            "matmul_tf32": _try(lambda: cuda_matmul.allow_tf32),
+            "cudnn_tf32": _try(lambda: cudnn.allow_tf32),
+            "cudnn_deterministic": cudnn.deterministic,
+            "cudnn_benchmark": cudnn.benchmark,
+            "precision": torch.get_float32_matmul_precision(),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+            "cublas_env": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        }
+        # cuBLAS needs a fixed workspace to be deterministic; set it only when unset.
+        if self._saved["cublas_env"] is None:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        torch.set_float32_matmul_precision("highest")
+        with contextlib.suppress(RuntimeError):
+            cuda_matmul.allow_tf32 = False
+        with contextlib.suppress(RuntimeError):
+            cudnn.allow_tf32 = False
+        cudnn.deterministic = True
+        cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        saved = self._saved
+        torch.use_deterministic_algorithms(saved["deterministic"], warn_only=saved["warn_only"])
+        torch.backends.cudnn.deterministic = saved["cudnn_deterministic"]
+        torch.backends.cudnn.benchmark = saved["cudnn_benchmark"]
+        if saved["cudnn_tf32"] is not None:
+            with contextlib.suppress(RuntimeError):
+                torch.backends.cudnn.allow_tf32 = saved["cudnn_tf32"]
+        if saved["matmul_tf32"] is not None:
+            with contextlib.suppress(RuntimeError):
+                torch.backends.cuda.matmul.allow_tf32 = saved["matmul_tf32"]
+        torch.set_float32_matmul_precision(saved["precision"])
+        if saved["cublas_env"] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+def _try(getter: Callable[[], Any]) -> Any:
+    try:
+        return getter()
+    except RuntimeError:  # a mix of torch's legacy and new TF32 settings
+        return None
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Integer ceil(a / b), handy for grid sizes."""
+    return -(-a // b)

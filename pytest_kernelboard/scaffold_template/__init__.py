@@ -1,0 +1,1 @@
+"""Files that `kernelboard new` copies into a new leaderboard folder (package data)."""
