@@ -1,0 +1,209 @@
+"""Rankings, derived from filed results and never stored.
+
+A ranking holds the best eligible run per (leaderboard, device, author), ordered by score
+(microseconds, lower is better). Whether a run may be ranked at all is decided in exactly
+one place: `is_ranked`. Everything else here (the site, `kernelboard results list`, the
+pull-request comment) goes through it.
+
+Public API:
+    is_ranked(run, evaluation, task) -> bool
+    candidates(records, task, device) -> list[Candidate]
+    rank(candidates) -> list[RankedEntry]
+    rank_entries(records, task, device) -> list[RankedEntry]
+    would_rank(run, evaluation, ranking) -> Projection
+    intervals_overlap(a, b) -> bool
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .task import TaskSpec
+
+RANKED_MODE = "leaderboard"
+
+
+def parse_time(text: str) -> dt.datetime:
+    """An ISO 8601 timestamp as an aware UTC datetime ('Z' and offsets accepted)."""
+    value = dt.datetime.fromisoformat(text)
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def is_ranked(run: dict[str, Any], evaluation: dict[str, Any], task: TaskSpec) -> bool:
+    """The one rule for ranking eligibility.
+
+    A run is ranked when it was made in leaderboard mode for this leaderboard, passed every
+    check, has a score, ran on a device the leaderboard lists, is not the reference
+    implementation, and was created no later than the leaderboard's deadline.
+    """
+    summary = evaluation.get("summary") or {}
+    submission = evaluation.get("submission") or {}
+    if run.get("mode") != RANKED_MODE:
+        return False
+    if (evaluation.get("leaderboard") or {}).get("name") != task.name:
+        return False
+    if summary.get("status") != "passed" or summary.get("score_us") is None:
+        return False
+    if (run.get("environment") or {}).get("device") not in task.gpus:
+        return False
+    if submission.get("is_reference"):
+        return False
+    if task.deadline is not None:
+        try:
+            if parse_time(run["created_at"]) > task.deadline:
+                return False
+        except (KeyError, TypeError, ValueError):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One eligible evaluation, reduced to what ordering needs. `payload` is the caller's."""
+
+    author: str
+    score_us: float
+    ci95_us: tuple[float, float] | None
+    created_at: str
+    run_id: str
+    index: int
+    payload: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, run: dict[str, Any], index: int, payload: Any = None) -> Candidate:
+        evaluation = run["evaluations"][index]
+        summary = evaluation["summary"]
+        ci = summary.get("score_ci95_us")
+        return cls(
+            author=evaluation["submission"]["author"],
+            score_us=float(summary["score_us"]),
+            ci95_us=(float(ci[0]), float(ci[1])) if ci and len(ci) == 2 else None,
+            created_at=run["created_at"],
+            run_id=run["run_id"],
+            index=index,
+            payload=payload,
+        )
+
+    @property
+    def order_key(self) -> tuple[float, str, str, str, int]:
+        # Equal scores: the earlier run wins; then a stable, arbitrary order.
+        return (self.score_us, self.created_at, self.author, self.run_id, self.index)
+
+
+@dataclass(frozen=True)
+class RankedEntry:
+    """One row of a ranking."""
+
+    rank: int  # 1-based
+    candidate: Candidate
+    gap_us: float | None  # to the row above; None for the first row
+    gap_pct: float | None
+    tied_with_above: bool  # 95% intervals of this row and the one above overlap
+
+    @property
+    def author(self) -> str:
+        return self.candidate.author
+
+    @property
+    def score_us(self) -> float:
+        return self.candidate.score_us
+
+    @property
+    def medal(self) -> str | None:
+        return {1: "gold", 2: "silver", 3: "bronze"}.get(self.rank)
+
+
+def intervals_overlap(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
+    """Whether two closed intervals [lo, hi] share a point; False when either is unknown."""
+    if not a or not b:
+        return False
+    return max(a[0], b[0]) <= min(a[1], b[1])
+
+
+def candidates(
+    records: Iterable[dict[str, Any] | tuple[Any, dict[str, Any]]], task: TaskSpec, device: str
+) -> list[Candidate]:
+    """Eligible evaluations of `task` on `device`. A record is a run document or (key, run);
+    the key (e.g. the record's path) becomes the candidate's payload."""
+    found = []
+    for record in records:
+        key, run = record if isinstance(record, tuple) else (None, record)
+        if (run.get("environment") or {}).get("device") != device:
+            continue
+        for index, evaluation in enumerate(run.get("evaluations") or []):
+            if is_ranked(run, evaluation, task):
+                found.append(Candidate.of(run, index, key))
+    return found
+
+
+def best_per_author(found: Iterable[Candidate]) -> list[Candidate]:
+    best: dict[str, Candidate] = {}
+    for candidate in found:
+        current = best.get(candidate.author)
+        if current is None or candidate.order_key < current.order_key:
+            best[candidate.author] = candidate
+    return sorted(best.values(), key=lambda c: c.order_key)
+
+
+def rank(found: Iterable[Candidate]) -> list[RankedEntry]:
+    """Best candidate per author, ordered by score, with gaps and ties to the row above."""
+    entries: list[RankedEntry] = []
+    above: Candidate | None = None
+    for position, candidate in enumerate(best_per_author(found), start=1):
+        gap = gap_pct = None
+        tied = False
+        if above is not None:
+            gap = candidate.score_us - above.score_us
+            gap_pct = 100.0 * gap / above.score_us if above.score_us > 0 else None
+            tied = intervals_overlap(above.ci95_us, candidate.ci95_us)
+        entries.append(RankedEntry(position, candidate, gap, gap_pct, tied))
+        above = candidate
+    return entries
+
+
+def rank_entries(
+    records: Iterable[dict[str, Any] | tuple[Any, dict[str, Any]]], task: TaskSpec, device: str
+) -> list[RankedEntry]:
+    """The ranking of `task` on `device` from run documents (see `candidates`)."""
+    return rank(candidates(records, task, device))
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Where a new run would land in an existing ranking."""
+
+    rank: int
+    total: int  # rows in the ranking with the new run in it
+    gap_to_first_us: float  # 0 when it would be first
+    gap_to_first_pct: float
+    previous_rank: int | None  # the author's rank before, if ranked
+    improves_own_best: bool  # False: the author's earlier run stays their entry
+    tied_with: tuple[str, ...]  # authors of adjacent rows within noise
+
+
+def would_rank(
+    run: dict[str, Any], evaluation_index: int, ranking: Sequence[RankedEntry]
+) -> Projection:
+    """Project a passing, scored evaluation into `ranking` (check `is_ranked` first)."""
+    new = Candidate.of(run, evaluation_index)
+    previous = next((e for e in ranking if e.author == new.author), None)
+    rows = [e.candidate for e in ranking if e.author != new.author]
+    improves = previous is None or new.order_key < previous.candidate.order_key
+    mine = new if improves else previous.candidate
+    rows = sorted([*rows, mine], key=lambda c: c.order_key)
+    position = rows.index(mine)
+    first = rows[0]
+    gap = mine.score_us - first.score_us
+    neighbours = [rows[i] for i in (position - 1, position + 1) if 0 <= i < len(rows)]
+    return Projection(
+        rank=position + 1,
+        total=len(rows),
+        gap_to_first_us=gap,
+        gap_to_first_pct=100.0 * gap / first.score_us if first.score_us > 0 else 0.0,
+        previous_rank=previous.rank if previous else None,
+        improves_own_best=improves,
+        tied_with=tuple(c.author for c in neighbours if intervals_overlap(c.ci95_us, mine.ci95_us)),
+    )

@@ -1,0 +1,732 @@
+"""Build the static site: leaderboards/ + results/ -> a folder of HTML, SVG, CSS, JS and JSON.
+
+Layout of the output (all links are relative, so it works from a sub-path and from disk):
+
+    index.html                           a tile per leaderboard
+    lb/<name>/index.html                 statement, shapes, and a tab per device
+    lb/<name>/runs/<run_id>-<i>.html     one submission (ranked entries and recent runs)
+    authors/<author>.html                every entry of one author
+    data/<name>/<device>.json            ranking, baseline and history per device
+    data/dataset.jsonl                   every filed evaluation, one per line
+    static/                              css, js (shipped with the package; no network)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pygments
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CudaLexer, PythonLexer, TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
+
+from pytest_kernelboard.store import slug
+
+from . import charts
+from .data import Board, Run, SiteData, code_visible, load_site_data, read_record
+
+HERE = Path(__file__).parent
+MARKER = ".kernelboard-site"
+RECENT_UNRANKED = 10
+HEATMAP_ROWS = 40
+FASTP_SERIES = 5
+LIGHT_STYLE, DARK_STYLE = "friendly", "github-dark"
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def status_of(task, now: dt.datetime) -> tuple[str, str]:
+    """(css class, words): open, closing in N days, closed."""
+    if task.deadline is None:
+        return "open", "open"
+    if now >= task.deadline:
+        return "closed", "closed"
+    days = math.ceil((task.deadline - now).total_seconds() / 86400)
+    return "closing", f"closing in {days} day{'s' if days != 1 else ''}"
+
+
+def fmt_deadline(value: dt.datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else ""
+
+
+def fmt_pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def fmt_x(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def fast_p_text(fp: dict[str, float] | None) -> tuple[str, str, float]:
+    """The fast_1 share for the cell, every threshold for its tooltip, and a sort value."""
+    if not fp:
+        return "—", "", -1.0
+    items = sorted((float(k), v) for k, v in fp.items())
+    title = " · ".join(f"fast_{p:g} {v:.0%}" for p, v in items)
+    one = next((v for p, v in items if p == 1.0), None)
+    return fmt_pct(one), title, -1.0 if one is None else one
+
+
+class Paths:
+    """URLs of pages relative to the site root."""
+
+    @staticmethod
+    def board(name: str) -> str:
+        return f"lb/{slug(name)}/index.html"
+
+    @staticmethod
+    def run(run: Run) -> str:
+        return f"lb/{slug(run.leaderboard)}/runs/{slug(run.key)}.html"
+
+    @staticmethod
+    def author(author: str) -> str:
+        return f"authors/{slug(author)}.html"
+
+    @staticmethod
+    def export(name: str, device: str) -> str:
+        return f"data/{slug(name)}/{slug(device)}.json"
+
+    @staticmethod
+    def panel(device: str) -> str:
+        return f"dev-{slug(device)}"
+
+
+class Highlighter:
+    """Pygments HTML for a submission, cached by content hash (in memory, and on disk when
+    given a cache folder: highlighting is the slowest step of a build)."""
+
+    OPTIONS = {"cssclass": "hl", "linenos": "table", "lineanchors": "L", "anchorlinenos": True}
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        self.formatter = HtmlFormatter(**self.OPTIONS)
+        self.cache: dict[str, str] = {}
+        self.cache_dir = cache_dir
+        if cache_dir is not None:
+            salt = f"{pygments.__version__}|{sorted(self.OPTIONS.items())}"
+            self.salt = hashlib.sha256(salt.encode()).hexdigest()[:12]
+
+    def _lexer(self, filename: str, lang: str | None):
+        if lang == "cu" or filename.endswith((".cu", ".cuh")):
+            return CudaLexer()
+        if lang == "py" or filename.endswith(".py"):
+            return PythonLexer()
+        try:
+            return get_lexer_for_filename(filename)
+        except ClassNotFound:
+            return TextLexer()
+
+    def __call__(self, sha256: str, code: str, filename: str, lang: str | None) -> str:
+        if sha256 in self.cache:
+            return self.cache[sha256]
+        cached = None
+        if self.cache_dir is not None:
+            cached = self.cache_dir / f"{sha256}-{lang or 'x'}-{self.salt}.html"
+            if cached.is_file():
+                self.cache[sha256] = html = cached.read_text()
+                return html
+        html = highlight(code, self._lexer(filename, lang), self.formatter)
+        self.cache[sha256] = html
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(html)
+            tmp.replace(cached)
+        return html
+
+    @staticmethod
+    def css() -> str:
+        def rules(style: str) -> str:
+            # Pygments also emits global rules (pre, td.linenos, ...); keep only ours.
+            defs = HtmlFormatter(style=style).get_style_defs(".hl").splitlines()
+            return "\n".join(line for line in defs if line.startswith(".hl"))
+
+        light, dark_rules = rules(LIGHT_STYLE), rules(DARK_STYLE)
+        dark_forced = dark_rules.replace(".hl", ":root[data-theme=dark] .hl")
+        dark_auto = dark_rules.replace(".hl", ":root:not([data-theme=light]) .hl")
+        return (
+            "/* generated from Pygments styles */\n"
+            f"{light}\n{dark_forced}\n@media (prefers-color-scheme: dark) {{\n{dark_auto}\n}}\n"
+        )
+
+
+def _markdown() -> MarkdownIt:
+    formatter = HtmlFormatter(cssclass="hl", nowrap=True)
+
+    def fence(code: str, lang: str, _attrs: str) -> str:
+        try:
+            lexer = get_lexer_for_filename(f"x.{lang}") if lang else TextLexer()
+        except ClassNotFound:
+            lexer = TextLexer()
+        return highlight(code, lexer, formatter)
+
+    return MarkdownIt("commonmark", {"html": False, "highlight": fence}).enable("table")
+
+
+# ------------------------------------------------------------------ page models
+
+
+@dataclass
+class Ctx:
+    data: SiteData
+    out: Path
+    env: jinja2.Environment
+    highlighter: Highlighter
+    md: MarkdownIt
+    pages: int = 0
+
+    def write(self, rel: str, template: str, **context: Any) -> None:
+        depth = rel.count("/")
+        context.setdefault("root", "../" * depth)
+        context.setdefault("generated", self.data.now.strftime("%Y-%m-%d %H:%M UTC"))
+        html = self.env.get_template(template).render(**context)
+        target = self.out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html)
+        self.pages += 1
+
+
+def _pr(run: Run) -> dict[str, Any] | None:
+    if run.pull_request is None and run.pr_url is None:
+        return None
+    return {"number": run.pull_request, "url": run.pr_url}
+
+
+def ranking_rows(board: Board) -> list[dict[str, Any]]:
+    """Ranking rows with the reference baseline inserted where its score falls."""
+    rows: list[dict[str, Any]] = []
+    for entry, run in board.entries:
+        fp, fp_title, fp_sort = fast_p_text(run.fast_p)
+        ci = entry.candidate.ci95_us
+        rows.append(
+            {
+                "baseline": False,
+                "rank": entry.rank,
+                "medal": entry.medal,
+                "author": run.author,
+                "author_url": Paths.author(run.author),
+                "score": run.score_us,
+                "score_text": charts.fmt_us(run.score_us),
+                "ci_text": f"{charts.fmt_us(ci[0])} – {charts.fmt_us(ci[1])}" if ci else "",
+                "gap_text": "" if entry.gap_us is None else f"+{charts.fmt_us(entry.gap_us)}",
+                "gap_pct": "" if entry.gap_pct is None else f"+{entry.gap_pct:.1f}%",
+                "gap": entry.gap_us or 0.0,
+                "tied": entry.tied_with_above,
+                "tied_rank": entry.rank - 1,
+                "speedup": run.speedup,
+                "speedup_text": fmt_x(run.speedup),
+                "fast_p": fp,
+                "fast_p_title": fp_title,
+                "fast_p_sort": fp_sort,
+                "date": run.date,
+                "created_at": run.created_at,
+                "pr": _pr(run),
+                "url": Paths.run(run),
+            }
+        )
+    score, ci, source = board.reference_score()
+    if score is not None:
+        baseline = {
+            "baseline": True,
+            "rank": None,
+            "author": "reference",
+            "score": score,
+            "score_text": charts.fmt_us(score),
+            "ci_text": f"{charts.fmt_us(ci[0])} – {charts.fmt_us(ci[1])}" if ci else "",
+            "source": source,
+            "speedup_text": "1.00×",
+            "speedup": 1.0,
+            "url": Paths.run(board.reference) if board.reference else None,
+            "date": board.reference.date if board.reference else "",
+        }
+        position = next((i for i, r in enumerate(rows) if r["score"] > score), len(rows))
+        rows.insert(position, baseline)
+    return rows
+
+
+def heatmap(board: Board) -> dict[str, Any] | None:
+    columns = sorted(board.cases.items())
+    if not columns or not board.ranking:
+        return None
+    rows = []
+    for entry, run in board.entries[:HEATMAP_ROWS]:
+        cells = []
+        for idx, label in columns:
+            value = run.case_speedups.get(idx)
+            cells.append(
+                {
+                    "text": "—" if value is None else f"{value:.2f}",
+                    "style": charts.heat_style(value),
+                    "title": f"{run.author} · {label}: "
+                    + ("no timing" if value is None else f"{value:.2f}× the reference"),
+                    "value": -1 if value is None else value,
+                }
+            )
+        rows.append(
+            {"rank": entry.rank, "author": run.author, "url": Paths.run(run), "cells": cells}
+        )
+    return {
+        "columns": [label for _, label in columns],
+        "rows": rows,
+        "more": max(0, len(board.ranking) - HEATMAP_ROWS),
+    }
+
+
+def recent_unranked(board: Board) -> list[Run]:
+    """The latest runs that are not ranked (test mode, failed, late, ...), newest first."""
+    runs = [r for r in board.runs if not r.ranked and not r.is_reference]
+    return sorted(runs, key=lambda r: r.created_at, reverse=True)[:RECENT_UNRANKED]
+
+
+def panel(board: Board) -> dict[str, Any]:
+    points = [(c.created_at, c.score_us, c.author) for c in board.candidates]
+    series = [(run.author, run.fast_p) for _, run in board.entries[:FASTP_SERIES] if run.fast_p]
+    unranked = recent_unranked(board)
+    return {
+        "device": board.device,
+        "id": Paths.panel(board.device),
+        "rows": ranking_rows(board),
+        "ranked": len(board.ranking),
+        "runs": len(board.runs),
+        "heat": heatmap(board),
+        "history": charts.history_svg(points, board.device),
+        "fastp": charts.fast_p_svg(series, board.device),
+        "unranked": [
+            {
+                "author": r.author,
+                "author_url": Paths.author(r.author),
+                "date": r.date,
+                "mode": r.mode,
+                "status": r.status,
+                "tests": f"{r.tests[0]}/{r.tests[1]}",
+                "score_text": charts.fmt_us(r.score_us),
+                "url": Paths.run(r),
+            }
+            for r in unranked
+        ],
+        "export": Paths.export(board.task.name, board.device),
+    }
+
+
+def shapes(task) -> dict[str, Any]:
+    keys: list[str] = []
+    for case in task.benchmarks:
+        keys.extend(k for k in case if k not in keys)
+    return {"columns": keys, "rows": [[case.get(k, "") for k in keys] for case in task.benchmarks]}
+
+
+def summary_line(description: str) -> str:
+    """The first line of the statement as plain text (inline Markdown marks removed)."""
+    for line in description.strip().splitlines():
+        if line.strip():
+            return re.sub(r"[`*_]", "", line.strip().lstrip("#").strip())
+    return ""
+
+
+# ------------------------------------------------------------------ pages
+
+
+def render_index(ctx: Ctx) -> None:
+    tiles = []
+    for name in sorted(ctx.data.catalog.tasks):
+        task = ctx.data.catalog.tasks[name]
+        css, words = status_of(task, ctx.data.now)
+        devices = []
+        for board in ctx.data.boards_of(task):
+            devices.append(
+                {
+                    "device": board.device,
+                    "url": Paths.board(name) + "#" + Paths.panel(board.device),
+                    "top": [
+                        {
+                            "rank": e.rank,
+                            "medal": e.medal,
+                            "author": r.author,
+                            "score": charts.fmt_us(r.score_us),
+                            "url": Paths.run(r),
+                        }
+                        for e, r in board.entries[:3]
+                    ],
+                    "ranked": len(board.ranking),
+                }
+            )
+        tiles.append(
+            {
+                "name": name,
+                "url": Paths.board(name),
+                "status": css,
+                "status_text": words,
+                "deadline": fmt_deadline(task.deadline),
+                "summary": summary_line(task.description),
+                "devices": devices,
+            }
+        )
+    ctx.write(
+        "index.html",
+        "index.html.j2",
+        tiles=tiles,
+        total_runs=ctx.data.total_runs,
+        title="Leaderboards",
+    )
+
+
+def render_board(ctx: Ctx, task) -> list[dict[str, Any]]:
+    css, words = status_of(task, ctx.data.now)
+    panels = [panel(b) for b in ctx.data.boards_of(task)]
+    ctx.write(
+        Paths.board(task.name),
+        "leaderboard.html.j2",
+        title=task.name,
+        task=task,
+        status=css,
+        status_text=words,
+        deadline=fmt_deadline(task.deadline),
+        description=ctx.md.render(task.description),
+        shapes=shapes(task),
+        panels=panels,
+        code_visible=code_visible(task, ctx.data.now),
+    )
+    return panels
+
+
+def _case_rows(evaluation: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for case in evaluation.get("cases") or []:
+        timing = case.get("timing") or None
+        ref = case.get("reference_timing") or None
+        ci = (timing or {}).get("ci95_us")
+        rows.append(
+            {
+                "kind": case.get("kind"),
+                "id": case.get("id"),
+                "spec": ", ".join(f"{k}={v}" for k, v in (case.get("spec") or {}).items()),
+                "seed": case.get("seed"),
+                "status": case.get("status"),
+                "message": case.get("message") or "",
+                "mean": charts.fmt_us(timing.get("mean_us")) if timing else "—",
+                "median": charts.fmt_us(timing.get("median_us")) if timing else "—",
+                "median_v": timing.get("median_us") if timing else -1,
+                "std": charts.fmt_us(timing.get("std_us")) if timing else "—",
+                "ci": f"{charts.fmt_us(ci[0])} – {charts.fmt_us(ci[1])}" if ci else "—",
+                "n": timing.get("n") if timing else "",
+                "reference": charts.fmt_us(ref.get("mean_us")) if ref else "—",
+                "speedup": fmt_x(case.get("speedup")),
+                "speedup_v": case.get("speedup") if case.get("speedup") is not None else -1,
+                "spread": charts.spread_svg(timing),
+            }
+        )
+    return rows
+
+
+def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -> None:
+    doc = read_record(ctx.data.root, run)
+    evaluation = doc["evaluation"]
+    task = board.task
+    env = doc.get("environment") or {}
+    clocks = env.get("clocks") or {}
+    harness = doc.get("harness") or {}
+    submission = evaluation.get("submission") or {}
+    visible = code_visible(task, ctx.data.now)
+    code_html = None
+    code_note = ""
+    if visible:
+        path = ctx.data.code_paths.get(run.sha256)
+        if path is None:
+            candidate = ctx.data.root / run.submission_path
+            if candidate.is_file():
+                if hashlib.sha256(candidate.read_bytes()).hexdigest() == run.sha256:
+                    path = candidate
+        if path is not None:
+            code_html = ctx.highlighter(
+                run.sha256,
+                path.read_text(errors="replace"),
+                submission.get("file") or path.name,
+                evaluation["leaderboard"].get("lang"),
+            )
+        else:
+            code_note = "The code of this run is not in the results store."
+    elif task.deadline is not None:
+        code_note = f"The code is shown after the deadline, {fmt_deadline(task.deadline)}."
+    else:
+        code_note = "Code on this leaderboard is not published."
+    seeds = [
+        (c.get("id"), c.get("seed"))
+        for c in evaluation.get("cases") or []
+        if c.get("seed") is not None
+    ]
+    capsule = [
+        ("device", env.get("device")),
+        ("GPU", env.get("gpu_name")),
+        ("SM clock", f"{clocks['sm_mhz']} MHz" if clocks.get("sm_mhz") else None),
+        ("memory clock", f"{clocks['mem_mhz']} MHz" if clocks.get("mem_mhz") else None),
+        ("driver", env.get("driver")),
+        ("CUDA", env.get("cuda")),
+        ("torch", env.get("torch")),
+        ("triton", env.get("triton")),
+        ("python", env.get("python")),
+        ("harness", harness.get("version")),
+        ("harness commit", harness.get("commit")),
+        ("run id", doc.get("run_id")),
+        ("record", run.path),
+    ]
+    command = (
+        f"pytest {run.submission_path or submission.get('path', 'submission.py')} "
+        f"--kb-mode leaderboard --kb-replay {run.path}"
+    )
+    summary = evaluation.get("summary") or {}
+    ctx.write(
+        Paths.run(run),
+        "submission.html.j2",
+        title=f"{run.author} · {task.name} · {run.device}",
+        task=task,
+        run=run,
+        rank=rank,
+        tied=tied,
+        board_url=Paths.board(task.name) + "#" + Paths.panel(run.device),
+        author_url=Paths.author(run.author),
+        summary=summary,
+        score_text=charts.fmt_us(run.score_us),
+        ci_text=f"{charts.fmt_us(run.ci95_us[0])} – {charts.fmt_us(run.ci95_us[1])}"
+        if run.ci95_us
+        else "",
+        speedup_text=fmt_x(run.speedup),
+        fast_p=fast_p_text(run.fast_p)[1],
+        cases=_case_rows(evaluation),
+        code_html=code_html,
+        code_note=code_note,
+        capsule=[(k, v) for k, v in capsule if v not in (None, "")],
+        seeds=seeds,
+        command=command,
+        pr=_pr(run),
+    )
+
+
+def render_author(
+    ctx: Ctx, author: str, runs: list[Run], ranks: dict[str, tuple[int, int]]
+) -> None:
+    entries = []
+    for run in runs:
+        if run.key in ranks:
+            rank, total = ranks[run.key]
+            entries.append(
+                {
+                    "leaderboard": run.leaderboard,
+                    "board_url": Paths.board(run.leaderboard) + "#" + Paths.panel(run.device),
+                    "device": run.device,
+                    "rank": rank,
+                    "total": total,
+                    "medal": {1: "gold", 2: "silver", 3: "bronze"}.get(rank),
+                    "score": run.score_us,
+                    "score_text": charts.fmt_us(run.score_us),
+                    "speedup_text": fmt_x(run.speedup),
+                    "date": run.date,
+                    "url": Paths.run(run),
+                }
+            )
+    entries.sort(key=lambda e: (e["leaderboard"], e["device"]))
+    statuses: dict[str, int] = {}
+    for run in runs:
+        statuses[run.status] = statuses.get(run.status, 0) + 1
+    ctx.write(
+        Paths.author(author),
+        "author.html.j2",
+        title=author,
+        author=author,
+        entries=entries,
+        runs=len(runs),
+        statuses=sorted(statuses.items()),
+        leaderboards=len({r.leaderboard for r in runs}),
+    )
+
+
+def write_export(ctx: Ctx, board: Board, rows: list[dict[str, Any]]) -> None:
+    score, ci, source = board.reference_score()
+    doc = {
+        "leaderboard": board.task.name,
+        "device": board.device,
+        "generated_at": ctx.data.now.isoformat().replace("+00:00", "Z"),
+        "ranking_by": board.task.ranking_by,
+        "reference": None
+        if score is None
+        else {"score_us": score, "score_ci95_us": list(ci) if ci else None, "source": source},
+        "ranking": [
+            {
+                "rank": e.rank,
+                "author": r.author,
+                "score_us": r.score_us,
+                "score_ci95_us": list(r.ci95_us) if r.ci95_us else None,
+                "gap_us": e.gap_us,
+                "tied_with_above": e.tied_with_above,
+                "speedup": r.speedup,
+                "fast_p": r.fast_p,
+                "created_at": r.created_at,
+                "run_id": r.run_id,
+                "evaluation": r.index,
+                "record": r.path,
+                "pull_request": r.pull_request,
+                "case_speedups": {
+                    board.cases.get(i, str(i)): v for i, v in sorted(r.case_speedups.items())
+                },
+            }
+            for e, r in board.entries
+        ],
+        "history": [
+            {"created_at": c.created_at, "author": c.author, "score_us": c.score_us}
+            for c in sorted(board.candidates, key=lambda c: c.created_at)
+        ],
+    }
+    target = ctx.out / Paths.export(board.task.name, board.device)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(doc, separators=(",", ":"), allow_nan=False))
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists():
+        if not out.is_dir():
+            raise BuildError(f"{out} exists and is not a folder")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise BuildError(
+                f"{out} is not empty and was not made by `kernelboard site build`; refusing to clear it"
+            )
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("built by kernelboard site build\n")
+    (out / ".nojekyll").write_text("")
+    shutil.copytree(HERE / "static", out / "static")
+    (out / "static" / "pygments.css").write_text(Highlighter.css())
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        auto_reload=False,  # templates do not change during a build: no stat per page
+    )
+    env.filters["slug"] = slug
+    return env
+
+
+@dataclass
+class _Plan:
+    """Every page to render after the data is loaded, split into shares for workers."""
+
+    boards: list[str]  # leaderboard names: index page, device panels, exports
+    runs: list[tuple[tuple[str, str], Run, int | None, bool]]  # board key, run, rank, tied
+    authors: list[str]
+    ranks: dict[str, tuple[int, int]]  # run key -> (rank, ranked entries on its board)
+
+
+def _plan(data: SiteData) -> _Plan:
+    plan = _Plan(sorted(data.catalog.tasks), [], sorted(data.runs_by_author), {})
+    for name in plan.boards:
+        for board in data.boards_of(data.catalog.tasks[name]):
+            key = (name, board.device)
+            for entry, run in board.entries:
+                plan.ranks[run.key] = (entry.rank, len(board.ranking))
+                plan.runs.append((key, run, entry.rank, entry.tied_with_above))
+            for run in recent_unranked(board):
+                plan.runs.append((key, run, None, False))
+            if board.reference is not None:
+                plan.runs.append((key, board.reference, None, False))
+    return plan
+
+
+_RENDER: dict[str, Any] = {}
+MIN_PAGES_PER_WORKER = 200  # below this, a process costs more than it saves
+
+
+def _render_share(share: int) -> int:
+    """Render the pages of one share (of `workers`); returns how many were written."""
+    data, out, plan, workers, cache_dir = (
+        _RENDER[k] for k in ("data", "out", "plan", "workers", "cache_dir")
+    )
+    ctx = Ctx(data, out, _environment(), Highlighter(cache_dir), _markdown())
+    for i, name in enumerate(plan.boards):
+        if i % workers == share:
+            task = data.catalog.tasks[name]
+            panels = render_board(ctx, task)
+            for board, info in zip(data.boards_of(task), panels, strict=True):
+                write_export(ctx, board, info["rows"])
+    for key, run, rank, tied in plan.runs:
+        # the same code lands in the same share, so it is highlighted once
+        if int(run.sha256[:8], 16) % workers == share:
+            render_run(ctx, data.boards[key], run, rank, tied)
+    for i, author in enumerate(plan.authors):
+        if i % workers == share:
+            render_author(ctx, author, data.runs_by_author[author], plan.ranks)
+    return ctx.pages
+
+
+def build_site(
+    root: Path,
+    out: Path,
+    now: dt.datetime | None = None,
+    workers: int | None = None,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Build the site from `root` (the repository) into `out`. Returns timings and counts.
+
+    workers: processes for reading and rendering (default: the CPU count; small stores use
+    one). cache_dir: where highlighted code is kept between builds (default: not kept).
+    """
+    started = time.perf_counter()
+    root, out = Path(root).resolve(), Path(out).resolve()
+    now = now or dt.datetime.now(dt.UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.UTC)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
+    _prepare_out(out)
+    (out / "data").mkdir(exist_ok=True)
+    data = load_site_data(root, now, out / "data" / "dataset.jsonl", workers)
+    loaded = time.perf_counter()
+    plan = _plan(data)
+    ctx = Ctx(data, out, _environment(), Highlighter(cache_dir), _markdown())
+    render_index(ctx)
+    pages = ctx.pages
+    share_count = max(1, min(workers, len(plan.runs) // MIN_PAGES_PER_WORKER or 1))
+    _RENDER.update(data=data, out=out, plan=plan, workers=share_count, cache_dir=cache_dir)
+    try:
+        if share_count > 1:
+            with multiprocessing.get_context("fork").Pool(share_count) as pool:
+                pages += sum(pool.map(_render_share, range(share_count)))
+        else:
+            pages += _render_share(0)
+    finally:
+        _RENDER.clear()
+    finished = time.perf_counter()
+    return {
+        "runs": data.total_runs,
+        "pages": pages,
+        "skipped": len(data.skipped),
+        "workers": share_count,
+        "load_s": loaded - started,
+        "render_s": finished - loaded,
+        "total_s": finished - started,
+    }
