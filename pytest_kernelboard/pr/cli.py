@@ -1,0 +1,384 @@
+"""`kernelboard pr ...`: the pull-request pipeline, one subcommand per workflow step."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..records import RecordError, read_run
+from . import comment as comment_mod
+from . import gate as gate_mod
+from . import git, pipeline
+
+
+def _now(text: str | None) -> dt.datetime:
+    if not text:
+        return dt.datetime.now(dt.UTC)
+    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _append(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "a") as handle:
+            handle.write(text)
+
+
+def _err(command: str, exc: BaseException) -> int:
+    print(f"kernelboard pr {command}: {exc}", file=sys.stderr)
+    return 1
+
+
+def _client():
+    from .github import GitHubClient
+
+    return GitHubClient.from_env()
+
+
+# ----------------------------------------------------------------------------- gate
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    now = _now(args.now)
+    author, association = args.author, args.association
+    try:
+        client = None
+        if args.from_github:
+            client = _client()
+            facts = client.pull_request(args.pr)
+            author, association = facts.author, facts.association
+        if not author:
+            raise ValueError("--author (or --pr with --from-github) is required")
+        recent = args.recent
+        if args.recent_from_github:
+            client = client or _client()
+            recent = client.count_recent_runs(author, now, exclude_run_id=args.exclude_run_id)
+        result = gate_mod.check(
+            root,
+            args.base,
+            args.head,
+            author,
+            association,
+            now=now,
+            recent_evaluations=recent,
+            max_per_hour=args.max_per_hour,
+            max_bytes=args.max_bytes,
+        )
+    except (git.GitError, ValueError, RuntimeError) as exc:
+        return _err("gate", exc)
+    doc = result.to_json()
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    if args.github_output:
+        gate_mod.write_outputs(result, Path(args.github_output))
+    verdict = "accepted" if result.accepted else "rejected"
+    print(f"gate: {verdict} ({result.submission or 'no submission'})")
+    for problem in result.problems:
+        print(f"  - [{problem.code}] {problem.message}")
+    return 0 if result.accepted or not args.strict else 2
+
+
+def _load_gate(path: str) -> gate_mod.GateResult:
+    return gate_mod.GateResult.from_json(json.loads(Path(path).read_text()))
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    out = Path(args.out)
+    try:
+        pipeline.stage(root, args.submission, args.sha256, Path(args.source))
+        code = pipeline.evaluate(root, Path(args.submission), out, mode=args.mode)
+    except (pipeline.PipelineError, OSError) as exc:
+        return _err("evaluate", exc)
+    finally:
+        if args.source_cleanup:
+            pipeline.cleanup([Path(args.source)], root)
+    if not out.is_file():
+        print(
+            f"kernelboard pr evaluate: no results document (pytest exit code {code})",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        run = read_run(out)
+    except RecordError as exc:
+        return _err("evaluate", exc)
+    outcome = comment_mod.DeviceOutcome(run["environment"]["device"], run)
+    _append(args.summary, comment_mod.render_summary([outcome]))
+    print(f"evaluate: pytest exit code {code}; results in {out}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    outcomes = []
+    for path in args.runs:
+        try:
+            run = read_run(Path(path))
+        except RecordError as exc:
+            return _err("summary", exc)
+        outcomes.append(comment_mod.DeviceOutcome(run["environment"]["device"], run))
+    sys.stdout.write(comment_mod.render_summary(outcomes))
+    return 0
+
+
+# ----------------------------------------------------------------------------- publish
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    try:
+        event = json.loads(Path(args.event).read_text())
+        ctx = pipeline.context_from_event(event, args.repository)
+    except (OSError, ValueError, KeyError, pipeline.PipelineError) as exc:
+        return _err("context", exc)
+    lines = (
+        f"pr={ctx.pr}\nsha={ctx.head_sha}\nbase={ctx.base_sha}\nrun_id={ctx.run_id}\n"
+        f"run_url={ctx.run_url}\ncreated_at={ctx.created_at}\n"
+    )
+    _append(args.github_output, lines)
+    sys.stdout.write(lines)
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Fetch the pull request's commit as data (nothing from it is checked out or run)."""
+    root = Path(args.root)
+    token = os.environ.get("GITHUB_TOKEN")
+    auth = git.auth_config(token) if token else []
+    try:
+        for ref in (args.sha, f"+refs/pull/{args.pr}/head:refs/kernelboard/pr-{args.pr}"):
+            try:
+                git.git(root, *auth, "fetch", "--no-tags", "--quiet", "origin", ref)
+            except git.GitError:
+                continue
+            if git.git(root, "cat-file", "-t", args.sha, check=False).strip() == "commit":
+                print(f"fetched {args.sha}")
+                return 0
+        raise git.GitError(f"commit {args.sha} of pull request #{args.pr} is not reachable")
+    except git.GitError as exc:
+        return _err("fetch", exc)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        gate = _load_gate(args.gate)
+    except (OSError, ValueError) as exc:
+        return _err("verify", exc)
+    outcomes = pipeline.verify_all(gate, Path(args.runs))
+    pipeline.save_outcomes(outcomes, Path(args.out))
+    for o in outcomes:
+        state = "ok" if o.run is not None else f"unusable: {o.problem}"
+        print(f"verify: {o.device}: {state}")
+    return 0
+
+
+def _tasks(root: Path) -> dict:
+    from ..discovery import load_catalog
+
+    try:
+        return load_catalog(root).tasks
+    except Exception:
+        return {}
+
+
+def cmd_comment(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    try:
+        gate = _load_gate(args.gate)
+        outcomes = pipeline.load_outcomes(Path(args.verified)) if args.verified else []
+    except (OSError, ValueError, RecordError) as exc:
+        return _err("comment", exc)
+    tasks = _tasks(root)
+    records = comment_mod.load_records(root)
+    state = comment_mod.verdict(gate, outcomes)
+    body = comment_mod.render_comment(
+        gate, outcomes, tasks=tasks, records=records, run_url=args.run_url
+    )
+    if args.out:
+        Path(args.out).write_text(body)
+    _append(args.summary, body.replace(comment_mod.MARKER + "\n", ""))
+    _append(
+        args.github_output,
+        f"verdict={state}\naccepted={'true' if state == 'accepted' else 'false'}\n",
+    )
+    if args.post:
+        try:
+            client = _client()
+            action, comment_id = client.upsert_comment(args.pr, body)
+            print(f"comment {action} ({comment_id})")
+            devices = [o.device for o in outcomes] or gate.devices
+            by_device = {o.device: o for o in outcomes}
+            for device in devices:
+                outcome = by_device.get(device) or comment_mod.DeviceOutcome(
+                    device, None, "no result"
+                )
+                status, description = comment_mod.commit_status(outcome, gate)
+                client.set_status(
+                    args.sha,
+                    comment_mod.STATUS_CONTEXT.format(device=device),
+                    status,
+                    description,
+                    args.run_url or None,
+                )
+        except Exception as exc:  # report, but the verdict output is already written
+            return _err("comment", exc)
+    else:
+        sys.stdout.write(body)
+    print(f"verdict: {state}", file=sys.stderr)
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    try:
+        outcomes = pipeline.load_outcomes(Path(args.verified))
+        if not outcomes or not all(o.passed for o in outcomes):
+            raise pipeline.PipelineError("not every device passed; nothing to record")
+        filed = pipeline.record(
+            root,
+            outcomes,
+            pr=args.pr,
+            commit=args.commit,
+            repository=args.repository,
+            url=args.url,
+        )
+        if args.push:
+            pipeline.push(root, args.branch, os.environ.get("GITHUB_TOKEN"))
+    except (OSError, ValueError, RecordError, git.GitError, pipeline.PipelineError) as exc:
+        return _err("record", exc)
+    for path in filed:
+        print(f"recorded {path}")
+    _append(args.github_output, f"commit={git.resolve(root, 'HEAD')}\n")
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    removed = pipeline.cleanup([Path(p) for p in args.paths], Path(args.root))
+    for path in removed:
+        print(f"removed {path}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from . import simulate
+
+    return simulate.main(args)
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("pr", help="pull-request pipeline: gate, evaluate, comment")
+    sub = parser.add_subparsers(dest="pr_command", required=True, metavar="STEP")
+
+    p = sub.add_parser("gate", help="check what a pull request changes (reads git data only)")
+    p.add_argument("--root", default=".", help="trusted checkout of the base branch")
+    p.add_argument("--base", required=True, help="base commit (or ref)")
+    p.add_argument("--head", required=True, help="pull request head commit (or ref)")
+    p.add_argument("--author", help="login of the pull request's author")
+    p.add_argument("--association", default="NONE", help="author_association from the event")
+    p.add_argument("--pr", type=int, help="pull request number (with --from-github)")
+    p.add_argument(
+        "--from-github", action="store_true", help="read author and association from the API"
+    )
+    p.add_argument(
+        "--recent", type=int, default=0, help="evaluations by the author in the last hour"
+    )
+    p.add_argument("--recent-from-github", action="store_true", help="count them with the API")
+    p.add_argument("--exclude-run-id", type=int, help="the current run (not counted)")
+    p.add_argument("--max-per-hour", type=int, default=gate_mod.DEFAULT_MAX_PER_HOUR)
+    p.add_argument("--max-bytes", type=int, default=gate_mod.DEFAULT_MAX_BYTES)
+    p.add_argument("--now", help="the time to judge deadlines at (ISO 8601; default: now)")
+    p.add_argument("--out", default="gate.json")
+    p.add_argument("--github-output", help="append job outputs here ($GITHUB_OUTPUT)")
+    p.add_argument("--strict", action="store_true", help="exit 2 when rejected")
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("evaluate", help="stage the gated submission and run the plugin on it")
+    p.add_argument("--root", default=".", help="trusted checkout (the harness)")
+    p.add_argument("--submission", required=True, help="path the gate accepted")
+    p.add_argument("--sha256", required=True, help="its sha256 as the gate computed it")
+    p.add_argument("--source", required=True, help="checkout of the pull request's head")
+    p.add_argument("--source-cleanup", action="store_true", help="delete --source afterwards")
+    p.add_argument("--mode", default="leaderboard", choices=["leaderboard", "test"])
+    p.add_argument("--out", default="run.json")
+    p.add_argument("--summary", help="append the device table here ($GITHUB_STEP_SUMMARY)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("summary", help="markdown tables of results documents")
+    p.add_argument("runs", nargs="+")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("context", help="trusted pull request and commit of a workflow_run event")
+    p.add_argument("--event", required=True, help="the event payload ($GITHUB_EVENT_PATH)")
+    p.add_argument("--repository", required=True, help="owner/name ($GITHUB_REPOSITORY)")
+    p.add_argument("--github-output")
+    p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("fetch", help="fetch a pull request's commit as data")
+    p.add_argument("--root", default=".")
+    p.add_argument("--pr", type=int, required=True)
+    p.add_argument("--sha", required=True)
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("verify", help="validate downloaded results documents against the gate")
+    p.add_argument("--gate", required=True)
+    p.add_argument("--runs", required=True, help="folder the run artifacts were downloaded to")
+    p.add_argument("--out", default="verified")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("comment", help="render (and post) the pull request comment and statuses")
+    p.add_argument("--root", default=".")
+    p.add_argument("--gate", required=True)
+    p.add_argument("--verified", help="output folder of `pr verify`")
+    p.add_argument("--pr", type=int)
+    p.add_argument("--sha")
+    p.add_argument("--run-url")
+    p.add_argument(
+        "--post", action="store_true", help="post to GitHub (GITHUB_TOKEN, GITHUB_REPOSITORY)"
+    )
+    p.add_argument("--out", help="also write the body here")
+    p.add_argument("--summary", help="append the body here ($GITHUB_STEP_SUMMARY)")
+    p.add_argument("--github-output")
+    p.set_defaults(func=cmd_comment)
+
+    p = sub.add_parser("record", help="file verified runs with `results add` and commit them")
+    p.add_argument("--root", default=".")
+    p.add_argument("--verified", required=True)
+    p.add_argument("--pr", type=int, required=True)
+    p.add_argument("--commit", required=True)
+    p.add_argument("--repository")
+    p.add_argument("--url")
+    p.add_argument("--push", action="store_true")
+    p.add_argument("--branch", default="main")
+    p.add_argument("--github-output")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("cleanup", help="remove leftovers inside the workspace")
+    p.add_argument("--root", default=".")
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=cmd_cleanup)
+
+    p = sub.add_parser("simulate", help="replay the whole flow locally in a temporary repository")
+    p.add_argument(
+        "--fixture", help="fixture repository to start from (default: tests/fixtures/pr)"
+    )
+    p.add_argument("--submission", help="file to submit (default: the fixture's correct one)")
+    p.add_argument("--leaderboard", default="tiny", help="leaderboard to submit to")
+    p.add_argument("--author", default="alice", help="pull request author")
+    p.add_argument("--folder-author", help="author folder (default: --author)")
+    p.add_argument("--association", default="CONTRIBUTOR")
+    p.add_argument("--also-touch", action="append", default=[], help="extra path the PR edits")
+    p.add_argument("--now", help="time of the pull request (ISO 8601)")
+    p.add_argument("--mode", default="leaderboard", choices=["leaderboard", "test"])
+    p.add_argument("--workdir", help="keep the temporary repository here")
+    p.add_argument("--pr", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.set_defaults(func=cmd_simulate)
