@@ -256,9 +256,7 @@ class SubmissionFile(pytest.File):
         except (TaskError, KeyError) as exc:
             yield failing_item(self, "submission", f"{self.path}: {exc.args[0]}")
             return
-        yield SubmissionNode.from_parent(
-            self, name=f"{task.name}[{ref.display}]", task=task, ref=ref, state=state
-        )
+        yield SubmissionNode.from_parent(self, name=task.name, task=task, ref=ref, state=state)
 
 
 class SubmissionNode(pytest.Collector):

@@ -7,6 +7,7 @@ case, so a maintainer never has to read a traceback from inside the harness.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,12 @@ def parse_deadline(value: Any, path: Path) -> dt.datetime:
 
 def _timeout(raw: dict[str, Any], key: str, path: Path) -> float:
     value = raw.get(key, DEFAULT_TIMEOUT_S)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise TaskError(path, f"key '{key}': expected a positive number of seconds, got {value!r}")
     return float(value)
 
@@ -185,6 +191,8 @@ def load_task(path: Path | str, name: str | None = None) -> TaskSpec:
     except FileNotFoundError:
         raise TaskError(path, "file not found") from None
     except yaml.YAMLError as exc:
+        raise TaskError(path, f"not valid YAML: {exc}") from None
+    except ValueError as exc:  # a scalar YAML cannot construct, e.g. the date 2030-13-01
         raise TaskError(path, f"not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise TaskError(path, "expected a mapping of keys at the top level")

@@ -1,0 +1,261 @@
+"""The pytest plugin as a participant and a maintainer meet it: ids, selection, results, self-check.
+
+Each test runs pytest in a subprocess on a private copy of the fixture repository (the plugin
+starts worker processes, which an in-process run would share with this one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelboard.records import validate_run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALICE = "submissions/addone/alice/submission.py"
+NODE = f"{ALICE}::addone"
+TEST_IDS = [
+    f"{NODE}::test[size=3-seed=11-flag=True-label=odd]",
+    f"{NODE}::test[size=64-seed=12-flag=False-label=even]",
+]
+BENCHMARK_IDS = [f"{NODE}::benchmark[size=4096-seed=13-flag=False-label=big]"]
+CORRECT = """
+def custom_kernel(data):
+    x, out = data
+    return out.copy_(x + 1)
+"""
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester) -> Path:
+    """The core fixture repository, copied into the pytester folder that inner runs start in."""
+    shutil.copytree(FIXTURES / "core", pytester.path, dirs_exist_ok=True)
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    return pytester.path
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def collected(result: pytest.RunResult) -> list[str]:
+    """Node ids printed by `--collect-only -q`."""
+    return [line.strip() for line in result.outlines if "::" in line and " " not in line.strip()]
+
+
+def test_collected_ids(pytester, repo):
+    result = pytester.runpytest_subprocess("--collect-only", "-q", ALICE)
+    assert collected(result) == TEST_IDS
+    result.stdout.fnmatch_lines(["*2/3 tests collected (1 deselected)*"])
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["-m", "correctness", "--kb-mode", "benchmark", ALICE], TEST_IDS),
+        (["-m", "benchmark", "--kb-mode", "benchmark", ALICE], BENCHMARK_IDS),
+        (["-m", "benchmark", ALICE], []),  # test mode never runs the timed cases
+        (["-k", "even", ALICE], TEST_IDS[1:]),
+        (["-k", "odd or big", "--kb-mode", "benchmark", ALICE], TEST_IDS[:1] + BENCHMARK_IDS),
+        ([TEST_IDS[1]], TEST_IDS[1:]),  # one case by its node id
+    ],
+    ids=[
+        "m-correctness",
+        "m-benchmark",
+        "m-benchmark-in-test-mode",
+        "k",
+        "k-or",
+        "node-id",
+    ],
+)
+def test_selection(pytester, repo, options, expected):
+    result = pytester.runpytest_subprocess("--collect-only", "-q", *options)
+    assert collected(result) == expected
+    assert result.ret in (0, 5), result.stderr.str()  # 5: nothing selected
+
+
+def test_results_document(pytester, repo):
+    result = pytester.runpytest_subprocess("--kb-results", "out.json", "submissions")
+    result.assert_outcomes(passed=2, deselected=1)
+    doc = json.loads((repo / "out.json").read_text())
+    validate_run(doc)
+    assert doc["mode"] == "test"
+    assert doc["environment"]["device"] == "CPU"
+    assert doc["environment"]["device_kind"] == "cpu"
+    (evaluation,) = doc["evaluations"]
+    assert evaluation["leaderboard"]["name"] == "addone"
+    assert evaluation["leaderboard"]["ranking_by"] == "geom"
+    submission = evaluation["submission"]
+    assert submission["path"] == ALICE
+    assert submission["author"] == "alice"
+    assert submission["sha256"] == hashlib.sha256((repo / ALICE).read_bytes()).hexdigest()
+    cases = evaluation["cases"]
+    assert [c["kind"] for c in cases] == ["test", "test"]
+    assert [c["spec"] for c in cases] == [
+        {"size": 3, "seed": 11, "flag": True, "label": "odd"},
+        {"size": 64, "seed": 12, "flag": False, "label": "even"},
+    ]
+    assert [c["status"] for c in cases] == ["passed", "passed"]
+    assert [c["message"] for c in cases] == ["", ""]
+    assert all(c["duration_s"] >= 0 for c in cases)
+    assert evaluation["summary"]["status"] == "passed"
+    assert (evaluation["summary"]["tests_passed"], evaluation["summary"]["tests_total"]) == (2, 2)
+
+
+def test_results_record_the_failure_message(pytester, repo):
+    write(
+        repo / "submissions/addone/bob/submission.py",
+        """
+        def custom_kernel(data):
+            x, out = data
+            return out.copy_(x + 2)
+        """,
+    )
+    result = pytester.runpytest_subprocess("--kb-results", "out.json", "submissions/addone/bob")
+    result.assert_outcomes(failed=2, deselected=1)
+    result.stdout.fnmatch_lines(["*failed: mismatch at [[]0[]]*"])
+    doc = json.loads((repo / "out.json").read_text())
+    validate_run(doc)
+    (evaluation,) = doc["evaluations"]
+    assert evaluation["submission"]["author"] == "bob"
+    assert [c["status"] for c in evaluation["cases"]] == ["failed", "failed"]
+    assert all("mismatch at [0]" in c["message"] for c in evaluation["cases"])
+    assert evaluation["summary"]["status"] == "failed"
+
+
+def test_popcorn_header_outside_submissions(pytester, repo):
+    write(repo / "scratch/mine.py", "#!POPCORN leaderboard addone\n" + CORRECT)
+    write(repo / "scratch/plain.py", CORRECT)  # named too, but says no leaderboard
+    result = pytester.runpytest_subprocess("-v", "scratch/mine.py", "scratch/plain.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["scratch/mine.py::addone::test[[]size=3-*PASSED*"])
+    assert "plain.py::" not in result.stdout.str()
+
+
+def test_header_file_not_named_is_not_collected(pytester, repo):
+    write(repo / "scratch/mine.py", "#!POPCORN leaderboard addone\n" + CORRECT)
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "scratch")
+    assert collected(result) == []
+
+
+def test_kb_leaderboard_option(pytester, repo):
+    write(repo / "scratch/plain.py", CORRECT)
+    result = pytester.runpytest_subprocess("-v", "--kb-leaderboard", "addone", "scratch/plain.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["scratch/plain.py::addone::test[[]*PASSED*"])
+
+
+def test_unknown_leaderboard_is_one_failing_item(pytester, repo):
+    write(repo / "submissions/nosuch/bob/submission.py", CORRECT)
+    result = pytester.runpytest_subprocess("-rf", "submissions/nosuch")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "unknown leaderboard 'nosuch'" in output
+    assert "known: addone" in output
+    assert "ERROR collecting" not in output
+    assert "Traceback" not in output
+    result.stdout.fnmatch_lines(["FAILED submissions/nosuch/bob/submission.py::submission*"])
+
+
+def test_cu_leaderboard_is_collected_and_skipped(pytester, repo):
+    board = repo / "leaderboards/cuadd"
+    write(board / "reference.py", "raise ImportError('the judge must not import this here')\n")
+    write(board / "template.cu", "// write x + 1 into out\n")
+    write(
+        board / "task.yml",
+        """
+        files:
+          - {"name": "submission.cu", "source": "@SUBMISSION@"}
+          - {"name": "reference.py", "source": "reference.py"}
+        lang: "cu"
+        description: "Add one, in CUDA C++."
+        config:
+          sources: ["submission.cu"]
+          include_dirs: []
+          defines: {}
+          compile_flags: []
+        templates:
+          CUDA: "template.cu"
+        tests:
+          - {"size": 3, "seed": 1}
+          - {"size": 5, "seed": 2}
+        """,
+    )
+    write(repo / "submissions/cuadd/bob/submission.cu", "__global__ void add_one() {}\n")
+    result = pytester.runpytest_subprocess("-v", "-rs", "submissions/cuadd")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*submission.cu::cuadd[[]bob/submission.cu[]]::test[[]size=3-seed=1[]] SKIPPED*",
+            "SKIPPED*CUDA source*",
+        ]
+    )
+
+
+def test_segfault_fails_only_its_case(pytester, repo):
+    write(
+        repo / "submissions/addone/crashy/submission.py",
+        """
+        import ctypes
+
+        def custom_kernel(data):
+            x, out = data
+            if x.numel() == 3:
+                ctypes.string_at(0)  # reads address 0: a real segmentation fault
+            return out.copy_(x + 1)
+        """,
+    )
+    result = pytester.runpytest_subprocess("-v", "submissions/addone/crashy")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*::test[[]size=3-*FAILED*",
+            "*::test[[]size=64-*PASSED*",
+        ]
+    )
+    output = result.stdout.str()
+    assert "crashed" in output and "SIGSEGV" in output
+
+
+def test_selfcheck_passes_on_the_fixture(pytester, repo):
+    result = pytester.runpytest_subprocess("-v", "-rs", "leaderboards")
+    result.assert_outcomes(passed=6, skipped=1)  # the benchmark-sized reference needs a GPU
+    result.stdout.fnmatch_lines_random(
+        [
+            "*task.yml::task PASSED*",
+            "*task.yml::reference[[]test:size=3-*PASSED*",
+            "*task.yml::reference[[]test:size=64-*PASSED*",
+            "*task.yml::reference[[]benchmark:size=4096-*SKIPPED*",
+            "*task.yml::template[[]Python[]] PASSED*",
+            "*task.yml::solution[[]correct/torch_add.py[]] PASSED*",
+            "*task.yml::solution[[]wrong/skips_last.py[]] PASSED*",
+        ]
+    )
+
+
+def test_selfcheck_fails_when_the_wrong_solution_passes(pytester, repo):
+    write(repo / "leaderboards/addone/solutions/wrong/skips_last.py", CORRECT)
+    result = pytester.runpytest_subprocess("-v", "leaderboards")
+    result.assert_outcomes(passed=5, skipped=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*solution[[]wrong/skips_last.py[]] FAILED*",
+            "*wrong solution skips_last.py passes every test case*",
+        ]
+    )
+
+
+def test_selfcheck_reports_a_broken_task_yml(pytester, repo):
+    task_yml = repo / "leaderboards/addone/task.yml"
+    task_yml.write_text(task_yml.read_text() + "block_size: 128\n")
+    result = pytester.runpytest_subprocess("-v", "leaderboards")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*task.yml::task FAILED*", "*unknown key(s) 'block_size'*"])
+    assert "ERROR collecting" not in result.stdout.str()
