@@ -82,7 +82,7 @@ def test_without_cuda_the_cases_are_skipped(pytester, gpumode_repo):
     assert "failed" not in outcomes and "errors" not in outcomes, result.stdout.str()
     assert "ERROR collecting" not in result.stdout.str()
     # every correctness case of the submission is skipped, not failed or errored ...
-    node = f"{SUBMISSION}::vectoradd_py[[]gm/submission.py[]]"
+    node = f"{SUBMISSION}::vectoradd_py"
     result.stdout.fnmatch_lines_random(
         [
             f"{node}::test[[]size=127-seed=4242-contiguous=True[]] SKIPPED*",

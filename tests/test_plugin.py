@@ -193,7 +193,7 @@ def test_cu_leaderboard_is_collected_and_skipped(pytester, repo):
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(
         [
-            "*submission.cu::cuadd[[]bob/submission.cu[]]::test[[]size=3-seed=1[]] SKIPPED*",
+            "*submission.cu::cuadd::test[[]size=3-seed=1[]] SKIPPED*",
             "SKIPPED*CUDA source*",
         ]
     )
