@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import secrets
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .task import TaskSpec
@@ -26,7 +26,6 @@ class Case:
     index: int  # position in task.yml's list
     spec: dict[str, Any]  # keyword arguments for generate_input, as task.yml wrote them
     run_seed: int | None = None  # the seed actually used; differs from spec in leaderboard mode
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def id(self) -> str:

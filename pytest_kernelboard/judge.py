@@ -59,6 +59,17 @@ class CaseOutcome:
         return self.status == "passed"
 
 
+def generate_input(modules: LeaderboardModules, case: Case, call_index: int = 0) -> Any:
+    """The input of a case's call_index-th call; Skip when this machine lacks what it needs."""
+    seed_everything(case.call_seed(call_index))
+    try:
+        return modules.generate_input(case.arguments(call_index))
+    except Exception as exc:
+        if needs_cuda(str(exc)):
+            raise Skip(f"needs CUDA: the reference's generate_input says: {exc}") from None
+        raise
+
+
 def seed_everything(seed: int) -> None:
     """References that draw from torch's global generator get the case's seed too."""
     import torch
@@ -118,13 +129,7 @@ class SubmissionJudge:
 
     # -- one correctness case ------------------------------------------------------------------
     def generate(self, case: Case, call_index: int = 0) -> Any:
-        seed_everything(case.call_seed(call_index))
-        try:
-            return self.modules.generate_input(case.arguments(call_index))
-        except Exception as exc:
-            if needs_cuda(str(exc)):
-                raise Skip(f"needs CUDA: the reference's generate_input says: {exc}") from None
-            raise
+        return generate_input(self.modules, case, call_index)
 
     def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         started = time.perf_counter()
@@ -151,7 +156,6 @@ class SubmissionJudge:
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         pristine = self.generate(case)
         worker = self.worker()
-        self.settle()
         worker_copy = copy.deepcopy(pristine)
         self.settle()
         reply = worker.request("call", timeout_s, data=worker_copy)

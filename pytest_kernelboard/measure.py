@@ -104,20 +104,16 @@ class CaseTimer:
         self.progress = progress
         self.rng = rng or random.Random()
 
-    def _one_call(
-        self, case: Case, call_index: int, plan: TimingPlan, deadline: float, verify: bool
-    ):
+    def _one_call(self, case: Case, call_index: int, plan: TimingPlan, deadline: float):
         pristine = self.generate(case, call_index)
         remaining = max(deadline - time.perf_counter(), 0.001)
         reply = self.request_time(copy.deepcopy(pristine), plan.flush_bytes, remaining)
-        output = reply["output"]
-        if verify:
-            ok, message = self.check(pristine, copy.deepcopy(output))
-            if not ok:
-                raise VerificationFailure(
-                    f"timed call {call_index} returned a wrong output: {message}"
-                )
-        return pristine, output, reply["device_us"], reply["wall_us"]
+        return pristine, reply["output"], reply["device_us"], reply["wall_us"]
+
+    def _verify(self, pristine: Any, output: Any, call_index: int) -> None:
+        ok, message = self.check(pristine, copy.deepcopy(output))
+        if not ok:
+            raise VerificationFailure(f"timed call {call_index} returned a wrong output: {message}")
 
     def measure(
         self,
@@ -138,9 +134,9 @@ class CaseTimer:
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
         warm_durations: list[float] = []
         while not plan.warmup.done(warm_durations, time.perf_counter() - started):
-            pristine, output, device_us, _ = self._one_call(
-                case, call_index, plan, deadline, plan.verify
-            )
+            pristine, output, device_us, _ = self._one_call(case, call_index, plan, deadline)
+            if plan.verify:
+                self._verify(pristine, output, call_index)
             warm_durations.append(device_us)
             call_index += 1
         m.warmup_calls = len(warm_durations)
@@ -155,25 +151,20 @@ class CaseTimer:
         timing_started = time.perf_counter()
         last_progress = timing_started
         while True:
-            checked_so_far = m.checked_calls
-            verify = plan.verify and (
-                checked_so_far < ALWAYS_VERIFY or self.rng.random() < VERIFY_SHARE
-            )
-            pristine, output, device_us, wall_us = self._one_call(
-                case, call_index, plan, deadline, verify=False
-            )
-            call_index += 1
+            pristine, output, device_us, wall_us = self._one_call(case, call_index, plan, deadline)
             m.samples_us.append(device_us)
             m.wall_us.append(wall_us)
             stats.add(device_us)
             reason = plan.rule.reason(stats, time.perf_counter() - timing_started)
-            if plan.verify and (verify or reason is not None):
-                ok, message = self.check(pristine, copy.deepcopy(output))
+            # Drawn only now, with the output already back: the worker cannot know.
+            if plan.verify and (
+                m.checked_calls < ALWAYS_VERIFY
+                or reason is not None
+                or self.rng.random() < VERIFY_SHARE
+            ):
+                self._verify(pristine, output, call_index)
                 m.checked_calls += 1
-                if not ok:
-                    raise VerificationFailure(
-                        f"timed call {call_index - 1} returned a wrong output: {message}"
-                    )
+            call_index += 1
             now = time.perf_counter()
             if self.progress and now - last_progress > 0.5:
                 self.progress(label, stats.n, stats.mean, stats.rse)

@@ -31,7 +31,7 @@ from .measure import TimingPlan, default_flush_bytes
 from .records import MODES, read_run, write_run
 from .reference_loader import LeaderboardModules
 from .results import RunRecorder
-from .selfcheck import LeaderboardSelfCheck
+from .selfcheck import LeaderboardSelfCheck, skip_unsupported
 from .task import TaskError, TaskSpec, load_task
 from .timing.stopping import StoppingRule, Warmup, budget_for_case
 from .worker.client import WorkerFailure, WorkerPool
@@ -305,15 +305,13 @@ class SubmissionNode(pytest.Collector):
         return run
 
     def run_case(self, case: Case) -> None:
-        if self.task.lang == "cu":
-            pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
+        skip_unsupported(self.task)
         timeout = self.state.timeout(self.task, case.kind)
         outcome = self.judge.check_case(case, timeout)
         self.report(case, outcome)
 
     def run_benchmark(self, case: Case, benchmark) -> None:
-        if self.task.lang == "cu":
-            pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
+        skip_unsupported(self.task)
         outcome = self.judge.benchmark_case(
             case,
             self.state.timeout(self.task, case.kind),

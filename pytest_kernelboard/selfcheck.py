@@ -16,11 +16,17 @@ import pytest
 
 from .cases import BENCHMARK, TEST, Case, task_cases
 from .discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
-from .judge import Skip, SubmissionJudge, seed_everything
+from .judge import Skip, SubmissionJudge, generate_input
 from .task import TaskError, TaskSpec
 
 if TYPE_CHECKING:
     from .plugin import KernelboardState
+
+
+def skip_unsupported(task: TaskSpec) -> None:
+    """Skip, with the reason, what the harness cannot judge yet."""
+    if task.lang == "cu":
+        pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
 
 
 class LeaderboardSelfCheck:
@@ -55,8 +61,7 @@ class LeaderboardSelfCheck:
                     )
 
     def _skip_unsupported(self) -> None:
-        if self.task.lang == "cu":
-            pytest.skip("lang: cu leaderboards (CUDA source submissions) are not supported yet")
+        skip_unsupported(self.task)
 
     # -- the checks -----------------------------------------------------------------------------
     def check_task(self) -> None:
@@ -79,15 +84,10 @@ class LeaderboardSelfCheck:
         if case.kind == BENCHMARK and not self.state.use_cuda:
             pytest.skip("benchmark-sized case: the reference is checked on it on a GPU")
         modules = self.state.modules(self.task)
-        seed_everything(case.call_seed(0))
         try:
-            data = modules.generate_input(case.arguments(0))
-        except Exception as exc:
-            from .judge import needs_cuda
-
-            if needs_cuda(str(exc)):
-                pytest.skip(f"needs CUDA: {exc}")
-            raise
+            data = generate_input(modules, case)
+        except Skip as skip:
+            pytest.skip(str(skip))
         output = modules.ref_kernel(copy.deepcopy(data))
         ok, message = modules.check(data, output)
         if not ok:

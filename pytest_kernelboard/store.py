@@ -21,7 +21,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,6 +251,21 @@ def iter_records(root: Path) -> Iterator[Path]:
                 yield from sorted(device.glob("*.json"))
 
 
+def load_records(
+    root: Path, on_error: Callable[[Path, Exception], None] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """(store-relative path, record) for every readable record; unreadable ones are reported
+    to on_error and skipped."""
+    records = []
+    for path in iter_records(Path(root)):
+        try:
+            records.append((path.relative_to(root).as_posix(), json.loads(path.read_text())))
+        except (OSError, ValueError) as exc:
+            if on_error is not None:
+                on_error(path, exc)
+    return records
+
+
 def find_code(root: Path, sha256: str) -> Path | None:
     """The stored code of a submission, by content hash (None when not stored)."""
     folder = Path(root) / RESULTS_DIR / CODE_DIR
@@ -320,12 +335,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     except (StoreError, TaskError) as exc:
         print(f"kernelboard results list: {exc}", file=sys.stderr)
         return 1
-    records = []
-    for path in iter_records(root):
-        try:
-            records.append((path.relative_to(root).as_posix(), json.loads(path.read_text())))
-        except (OSError, ValueError) as exc:
-            print(f"warning: skipping {path}: {exc}", file=sys.stderr)
+    records = load_records(
+        root, lambda path, exc: print(f"warning: skipping {path}: {exc}", file=sys.stderr)
+    )
     names = [args.leaderboard] if args.leaderboard else sorted(catalog.tasks)
     for name in names:
         try:

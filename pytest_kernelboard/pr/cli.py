@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..records import RecordError, read_run
+from ..store import load_records
 from . import comment as comment_mod
 from . import gate as gate_mod
 from . import git, pipeline
@@ -195,7 +196,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RecordError) as exc:
         return _err("comment", exc)
     tasks = _tasks(root)
-    records = comment_mod.load_records(root)
+    records = load_records(root)
     state = comment_mod.verdict(gate, outcomes)
     body = comment_mod.render_comment(
         gate, outcomes, tasks=tasks, records=records, run_url=args.run_url

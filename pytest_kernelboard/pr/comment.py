@@ -7,11 +7,9 @@ it can neither mention people, nor inject HTML or links, nor break the layout.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .gate import GateResult
@@ -123,19 +121,6 @@ def fmt_speedup(value: float | None) -> str:
 
 
 # ----------------------------------------------------------------------------- ranking
-
-
-def load_records(root: Path) -> list[tuple[str, dict[str, Any]]]:
-    """Every filed record of the results store under `root` (unreadable ones skipped)."""
-    from ..store import iter_records
-
-    records = []
-    for path in iter_records(Path(root)):
-        try:
-            records.append((path.relative_to(root).as_posix(), json.loads(path.read_text())))
-        except (OSError, ValueError):
-            continue
-    return records
 
 
 def rank_line(run: dict[str, Any], task: Any, records: Iterable[Any]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..devices import device_name
 from ..discovery import load_catalog
+from ..store import load_records
 from . import comment as comment_mod
 from . import gate as gate_mod
 from . import git, pipeline
@@ -159,7 +160,7 @@ def run_pull_request(
     if mode != "leaderboard":  # test mode: verify_run refuses it; keep the documents anyway
         outcomes = _test_mode_outcomes(gate, runs_dir, outcomes)
     tasks = load_catalog(root).tasks
-    records = comment_mod.load_records(root)
+    records = load_records(root)
     verdict = comment_mod.verdict(gate, outcomes)
     body = comment_mod.render_comment(gate, outcomes, tasks=tasks, records=records)
     recorded: list[str] = []

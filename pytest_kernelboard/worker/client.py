@@ -78,7 +78,6 @@ class WorkerProcess:
             )
         child_end.close()
         self.conn = Connection(parent_end.detach())
-        self.loaded = False
 
     @property
     def alive(self) -> bool:
@@ -123,7 +122,6 @@ class WorkerProcess:
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
         self.request("load", timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
-        self.loaded = True
 
     def _died(self) -> WorkerFailure:
         try:
