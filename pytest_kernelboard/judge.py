@@ -17,6 +17,7 @@ from typing import Any
 
 from .cases import Case
 from .measure import CaseTimer, Measurement, Progress, TimingPlan, VerificationFailure
+from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardModules
 from .staging import module_name, stage
 from .task import TaskSpec
@@ -32,6 +33,7 @@ _NEEDS_CUDA = re.compile(
     re.IGNORECASE,
 )
 STARTUP_TIMEOUT_S = 120.0
+PROFILER_EXIT_GRACE_S = 120.0
 
 
 def needs_cuda(message: str) -> bool:
@@ -122,9 +124,10 @@ class SubmissionJudge:
         self._worker = worker
         return worker
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 5.0) -> None:
+        """Ask the worker to exit, killing it after grace_s (a profiler needs time to write)."""
         if self._worker is not None:
-            self._worker.close()
+            self._worker.close(timeout_s=grace_s)
             self._worker = None
 
     # -- one correctness case ------------------------------------------------------------------
@@ -212,6 +215,42 @@ class SubmissionJudge:
         label = f"{self.task.name} {case.kind}[{case.id}]"
         measurement = timer.measure(case, plan, timeout_s, label, overhead=self._calibration)
         return measurement
+
+    # -- one profiled case -----------------------------------------------------------------------
+    def profile_case(
+        self, case: Case, timeout_s: float, profiler: CaseProfiler, report: Path
+    ) -> CaseOutcome:
+        """Correctness on the case's own input (which also warms up), then one profiled call on
+        a fresh input, its output verified; the profile's summary goes into the outcome."""
+        started = time.perf_counter()
+        try:
+            outcome = self._check_case(case, timeout_s)
+            if outcome.passed:
+                pristine = self.generate(case, 1)
+                self.settle()
+                reply = self.worker().request(
+                    "profile",
+                    max(timeout_s - (time.perf_counter() - started), 1.0),
+                    data=copy.deepcopy(pristine),
+                    trace_path=None if profiler.ncu else str(report),
+                )
+                ok, message = self.modules.check(pristine, copy.deepcopy(reply.payload["output"]))
+                if not ok:
+                    outcome = CaseOutcome("failed", f"the profiled call's output: {message}")
+                else:
+                    log = ""
+                    if profiler.ncu:
+                        log = self.worker().output_tail()  # ncu's own messages
+                        self.close(grace_s=PROFILER_EXIT_GRACE_S)  # ncu writes at process exit
+                    outcome.details["profile"] = profiler.summarize(report, log)
+        except Skip as skip:
+            outcome = CaseOutcome("skipped", str(skip))
+        except WorkerFailure as failure:
+            outcome = self._failure_outcome(failure)
+        except ProfileError as exc:
+            outcome = CaseOutcome("error", f"profiling failed: {exc}")
+        outcome.duration_s = time.perf_counter() - started
+        return outcome
 
     @staticmethod
     def _timed_outcome(measurement: Measurement) -> CaseOutcome:

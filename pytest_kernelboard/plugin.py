@@ -7,6 +7,7 @@ pytest leaderboards/                               # self-check every leaderboar
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from .discovery import (
 )
 from .judge import CaseOutcome, Skip, SubmissionJudge
 from .measure import TimingPlan, default_flush_bytes
+from .profiling import CaseProfiler, report_dir_for
 from .records import MODES, read_run, write_run
 from .reference_loader import LeaderboardModules
 from .results import RunRecorder
@@ -95,6 +97,11 @@ class KernelboardState:
     @property
     def use_cuda(self) -> bool:
         return devices.has_cuda()
+
+    @functools.cached_property
+    def profiler(self) -> CaseProfiler:
+        report_dir = report_dir_for(self.config.getoption("kb_results"), Path(self.config.rootpath))
+        return CaseProfiler.for_machine(report_dir, self.use_cuda)
 
     def plan(self, task: TaskSpec) -> TimingPlan:
         budget = budget_for_case(self.timeout(task, BENCHMARK), max(len(task.benchmarks), 1))
@@ -290,6 +297,11 @@ class SubmissionNode(pytest.Collector):
                     self, name=name, callobj=lambda case=case: self.run_case(case)
                 )
                 item.add_marker(pytest.mark.correctness)
+            elif self.state.mode == "profile":
+                item = pytest.Function.from_parent(
+                    self, name=name, callobj=lambda case=case: self.run_profile(case)
+                )
+                item.add_marker(bench_bridge.mark(group=self.task.name))
             else:
                 item = pytest.Function.from_parent(
                     self, name=name, callobj=self._benchmark_runner(case)
@@ -330,6 +342,27 @@ class SubmissionNode(pytest.Collector):
                 extra["speedup"] = outcome.speedup
             bench_bridge.report_samples(benchmark, outcome.timing["samples_us"], extra_info=extra)
         self.report(case, outcome, recorded=True)
+
+    def run_profile(self, case: Case) -> None:
+        """One profiled call; under Nsight Compute in a worker of its own, started under ncu."""
+        skip_unsupported(self.task)
+        profiler = self.state.profiler
+        report = profiler.report_path(self.task.name, self.ref.display, case.id)
+        launcher = profiler.launcher(report)
+        judge = self.judge
+        if launcher is not None:
+            modules = self.state.modules(self.task)
+            judge = SubmissionJudge(
+                self.task, modules, self.ref.path, True, WorkerPool(launcher=launcher)
+            )
+        try:
+            outcome = judge.profile_case(
+                case, self.state.timeout(self.task, case.kind), profiler, report
+            )
+        finally:
+            if judge is not self.judge:
+                judge.close()
+        self.report(case, outcome)
 
     def report(self, case: Case, outcome: CaseOutcome, recorded: bool = False) -> None:
         if not recorded:
@@ -397,6 +430,24 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         if s.get("score_us") is not None:
             line += f", score {s['score_us']:.2f} us"
         terminalreporter.write_line(line)
+        for case in evaluation["cases"]:
+            if case.get("profile"):
+                terminalreporter.write_line("  " + profile_line(case))
     path = config.getoption("kb_results")
     if path:
         terminalreporter.write_line(f"results: {path}")
+    if state.mode == "profile":
+        terminalreporter.write_line(f"profiles: {state.profiler.report_dir}")
+
+
+def profile_line(case: dict[str, Any]) -> str:
+    """One case's profile in a line: the tool, the total and the entry that took longest."""
+    profile = case["profile"]
+    line = (
+        f"{case['kind']}[{case['id']}] {profile['tool']}: {profile['calls_total']} "
+        f"{profile['what']}, {profile['duration_us_total']:.2f} us"
+    )
+    if profile["top"]:
+        top = profile["top"][0]
+        line += f"; longest {top['name'][:60]} {top.get('duration_us') or 0:.2f} us"
+    return line + (f" ({profile['note']})" if profile.get("note") else "")

@@ -8,7 +8,7 @@ Shape (schema "kernelboard.run/1"); times are microseconds, durations seconds:
         leaderboard{name, path, ranking_by, lang},
         submission{path, file, author, sha256, is_reference},
         cases: [{kind, index, id, spec, seed, status, message, duration_s,
-                 timing?, reference_timing?, speedup?}],
+                 timing?, reference_timing?, speedup?, profile?}],
         summary{status, tests_passed, tests_total, benchmarks_passed, benchmarks_total,
                 score_us?, score_ci95_us?, reference_score_us?, speedup?, speedup_geomean?, fast_p?}
     }]
@@ -59,6 +59,28 @@ TIMING_SCHEMA: dict[str, Any] = {
     },
 }
 
+# Profile mode: what one profiled call launched (profiling.py); diagnostics, never ranked.
+PROFILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["tool", "what", "calls_total", "duration_us_total", "top"],
+    "properties": {
+        "tool": {"enum": ["ncu", "torch.profiler"]},
+        "report": _opt_str,
+        "what": {"type": "string"},
+        "calls_total": {"type": "integer", "minimum": 0},
+        "duration_us_total": _nonneg,
+        "top": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "calls"],
+                "properties": {"name": {"type": "string"}, "duration_us": _opt_nonneg},
+            },
+        },
+        "note": {"type": "string"},
+    },
+}
+
 CASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["kind", "index", "id", "spec", "status", "message", "duration_s"],
@@ -74,6 +96,7 @@ CASE_SCHEMA: dict[str, Any] = {
         "timing": TIMING_SCHEMA,
         "reference_timing": TIMING_SCHEMA,
         "speedup": _opt_nonneg,
+        "profile": PROFILE_SCHEMA,
     },
 }
 

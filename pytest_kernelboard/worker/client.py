@@ -58,7 +58,8 @@ def _share_through_files() -> None:
 class WorkerProcess:
     """A spawned (never forked) Python process that imports and runs one submission."""
 
-    def __init__(self, cache_dir: Path | None = None):
+    def __init__(self, cache_dir: Path | None = None, launcher: list[str] | None = None):
+        """launcher: a command the worker starts under (a profiler), or None to start plainly."""
         _share_through_files()
         self.cache_dir = cache_dir or default_cache_dir()
         self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
@@ -67,7 +68,13 @@ class WorkerProcess:
         env = worker_environment(os.environ, self.home, self.cache_dir)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_kernelboard.worker.main", str(child_end.fileno())],
+                [
+                    *(launcher or []),
+                    sys.executable,
+                    "-m",
+                    "pytest_kernelboard.worker.main",
+                    str(child_end.fileno()),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -173,12 +180,13 @@ class WorkerPool:
     """Keeps one spare worker starting in the background, so its Python and torch start-up
     overlaps with the judge's own work instead of adding to every submission's wall time."""
 
-    def __init__(self) -> None:
+    def __init__(self, launcher: list[str] | None = None) -> None:
+        self.launcher = launcher
         self._spare: WorkerProcess | None = None
 
     def prestart(self) -> None:
         if self._spare is None or not self._spare.alive:
-            self._spare = WorkerProcess()
+            self._spare = WorkerProcess(launcher=self.launcher)
 
     def take(self) -> WorkerProcess:
         self.prestart()

@@ -74,6 +74,9 @@ class Worker:
         self.cuda = torch.cuda.is_available()
         if not self.cuda:
             os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run through its interpreter
+            from pytest_kernelboard.worker.triton_compat import patch_triton_interpreter
+
+            patch_triton_interpreter()  # runtime loop bounds under NumPy 2.4; a no-op if fixed
         self.streams = StreamRegistry(torch) if self.cuda else None
         self.flush_buffer = None
         self.events = None
@@ -129,6 +132,33 @@ class Worker:
         device_us = start_event.elapsed_time(end_event) * 1e3
         return {"output": self._sendable(output), "device_us": device_us, "wall_us": wall_us}
 
+    def profile_call(self, data: Any, trace_path: str | None = None) -> dict:
+        """One call inside a profiling range.
+
+        Without trace_path the range is cudaProfilerStart/Stop, for the Nsight Compute this
+        worker was started under; with it, the torch profiler writes a chrome trace there.
+        """
+        torch = self.torch
+        data = copy.deepcopy(data)  # the worker's own copy, as for a timed call
+        if trace_path is None:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            try:
+                output = self.kernel(data)
+                torch.cuda.synchronize()
+            finally:
+                torch.cuda.profiler.stop()
+            return {"output": self._sendable(output)}
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as profiler:
+            output = self.kernel(data)
+            if self.cuda:
+                torch.cuda.synchronize()
+        profiler.export_chrome_trace(trace_path)
+        return {"output": self._sendable(output)}
+
     def calibrate(self, flush_bytes: int, calls: int = 30) -> dict:
         """The harness's own cost: an empty call timed exactly like a real one."""
         kernel, self.kernel = self.kernel, lambda data: data
@@ -151,6 +181,7 @@ class Worker:
             "call": self.call,
             "time": self.time_call,
             "calibrate": self.calibrate,
+            "profile": self.profile_call,
         }
         while True:
             try:
