@@ -25,6 +25,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from pytest_kernelboard.profiling import DURATION_TO_US
+
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 COPY_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB]
 MATMUL_N = 8192
@@ -209,12 +211,10 @@ def ncu_times(root: Path) -> dict[tuple[str, int], float]:
             continue
         group = timed[cursor : cursor + 5]
         cursor += 5
-        scale = (
-            1e-3
-            if group and group[0]["Metric Unit"] == "nsecond"
-            else (1.0 if group and group[0]["Metric Unit"] == "usecond" else 1e3)
-        )
-        values = [float(r["Metric Value"].replace(",", "")) * scale for r in group]
+        values = [
+            float(r["Metric Value"].replace(",", "")) * DURATION_TO_US[r["Metric Unit"].strip()]
+            for r in group
+        ]
         if values:
             times[(op, nbytes)] = statistics.mean(values[1:] or values)
     return times
@@ -316,6 +316,8 @@ def main() -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "timing_accuracy.json").write_text(json.dumps(report, indent=1))
+    for r in range(args.runs):  # every sample of every run, for a closer look
+        shutil.copy(root / f"run{r}.json", args.out / f"timing_accuracy_run{r}.json")
 
     def fmt(value, spec=".2f"):
         return "-" if value is None else format(value, spec)

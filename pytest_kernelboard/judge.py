@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from .cases import Case
-from .measure import CaseTimer, Measurement, Progress, TimingPlan, VerificationFailure
+from .measure import (
+    LAUNCH_ALLOWANCE_US,
+    MAX_PREROLL_US,
+    CaseTimer,
+    Measurement,
+    Progress,
+    TimingPlan,
+    VerificationFailure,
+)
 from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardModules
 from .staging import module_name, stage
@@ -204,12 +212,19 @@ class SubmissionJudge:
         worker = self.worker()
         if self._calibration is None and self.use_cuda:
             self._calibration = worker.request(
-                "calibrate", STARTUP_TIMEOUT_S, flush_bytes=plan.flush_bytes
+                "calibrate",
+                STARTUP_TIMEOUT_S,
+                flush_bytes=plan.flush_bytes,
+                launch_allowance_us=LAUNCH_ALLOWANCE_US,
             ).payload
+        # The judge bounds the pre-roll: it is host time the events do not see.
+        preroll_us = min((self._calibration or {}).get("preroll_us", 0.0), MAX_PREROLL_US)
 
         def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
             self.settle()
-            return worker.request("time", remaining_s, data=data, flush_bytes=flush_bytes).payload
+            return worker.request(
+                "time", remaining_s, data=data, flush_bytes=flush_bytes, preroll_us=preroll_us
+            ).payload
 
         timer = CaseTimer(self.generate, request_time, self.modules.check, self.use_cuda, progress)
         label = f"{self.task.name} {case.kind}[{case.id}]"

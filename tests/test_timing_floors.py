@@ -4,6 +4,7 @@ import types
 import pytest
 
 from pytest_kernelboard.timing.floors import (
+    aliased_bytes,
     bandwidth_floor_us,
     clock_drop_flag,
     io_bytes,
@@ -61,6 +62,22 @@ def test_io_bytes_preallocated_output_is_not_also_an_input():
     assert io_bytes((a, b), out) == (2048, 1024)
     # Output a view of the input: only the rest of the input counts as read.
     assert io_bytes(a, a[:64]) == (768, 256)
+
+
+def test_io_bytes_of_copies_uses_the_reported_aliasing():
+    # The judge sees copies: its output no longer shares memory with its input, so the
+    # worker reports how much of the output was inside the input it called with.
+    a, b, out = torch.zeros(256), torch.zeros(256), torch.zeros(256)
+    worker_data = (a, b, out)
+    reported = aliased_bytes(worker_data, out)
+    assert reported == 1024
+    judge_data, judge_out = (a.clone(), b.clone(), out.clone()), out.clone()
+    assert io_bytes(judge_data, judge_out) == (3072, 1024)  # wrongly charges a read of out
+    assert io_bytes(judge_data, judge_out, reported) == (2048, 1024)
+    # A lie cannot take off more than the output's own bytes.
+    assert io_bytes(judge_data, judge_out, 10**9) == (2048, 1024)
+    assert aliased_bytes((a, b), torch.zeros(256)) == 0
+    assert aliased_bytes(a, a[:64]) == 256
 
 
 def test_bandwidth_floor():

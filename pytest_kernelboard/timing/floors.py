@@ -148,16 +148,29 @@ def tensor_bytes(obj: Any) -> int:
     return _length(_collect(obj))
 
 
-def io_bytes(inputs: Any, outputs: Any) -> tuple[int, int]:
+def io_bytes(inputs: Any, outputs: Any, aliased: int | None = None) -> tuple[int, int]:
     """(input_bytes, output_bytes) for the bandwidth floor, counting each byte once.
 
     Rule: output_bytes counts every byte of the outputs; input_bytes counts the input bytes that
     are not also output bytes. A pre-allocated output passed inside the input (GPU MODE's
     `data = (a, b, out)`) is therefore written, not also read. For a true in-place kernel this
     undercounts one read, which keeps the floor a lower bound.
+
+    `aliased`: output bytes known to lie inside the inputs, for when inputs and outputs are
+    copies that no longer share memory (the judge's view of a worker's call; the worker
+    measures it with aliased_bytes). At most output_bytes are taken off the inputs.
     """
     ins, outs = _collect(inputs), _collect(outputs)
-    return _length(_subtract(ins, outs)), _length(outs)
+    if aliased is None:
+        return _length(_subtract(ins, outs)), _length(outs)
+    out_bytes = _length(outs)
+    return max(0, _length(ins) - min(max(aliased, 0), out_bytes)), out_bytes
+
+
+def aliased_bytes(inputs: Any, outputs: Any) -> int:
+    """Bytes of the outputs that lie inside the inputs' memory (an output buffer passed in)."""
+    outs = _collect(outputs)
+    return _length(outs) - _length(_subtract(outs, _collect(inputs)))
 
 
 def bandwidth_floor_us(

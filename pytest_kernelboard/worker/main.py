@@ -17,6 +17,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pytest_kernelboard.timing.floors import aliased_bytes
+
 
 def trimmed_traceback(exc: BaseException, keep_under: Path) -> str:
     """The traceback without harness frames: only frames from files under `keep_under`."""
@@ -31,34 +33,65 @@ def trimmed_traceback(exc: BaseException, keep_under: Path) -> str:
     return "".join(lines).rstrip()
 
 
-class StreamRegistry:
-    """Remembers every distinct CUDA stream the submission creates, so timing can wait on them.
+class StreamTracker:
+    """Finds the CUDA streams a timed call uses, so the timing can fence them and wait for them.
 
-    Work a kernel hides on a side stream would otherwise finish after the end event. Every
-    torch.cuda.Stream object passes through __new__ (current_stream() builds one too), so
-    streams are kept once per (device, id): the list stays as short as the streams are few.
+    Work a kernel puts on a side stream would otherwise start early, during the flush and the
+    pre-roll, and could end after the end event. During a call, every stream the submission
+    creates (every torch.cuda.Stream object passes through __new__) or makes current
+    (torch.cuda.set_stream, which `with torch.cuda.stream(s)` uses) first waits for the start
+    event; at the end the timed stream waits for each of them. Only the streams a call touches
+    are fenced and joined, so the cost stays as small as the streams the call uses are few.
+    Streams made outside torch (CuPy, raw CUDA) are not seen: the device-wide synchronisation
+    and the host-side bound cover them.
     """
 
     def __init__(self, torch_module: Any):
         self.torch = torch_module
-        self.streams: dict[tuple[int, int], Any] = {}
-        stream_class = torch_module.cuda.Stream
-        original_new = stream_class.__new__
-        registry = self
+        self._start: Any = None  # the start event, while a timed call runs
+        self._timed: Any = None  # the stream the events are recorded on
+        self._touched: dict[tuple[int, int], Any] = {}
+        cuda = torch_module.cuda
+        original_new, original_set_stream = cuda.Stream.__new__, cuda.set_stream
+        tracker = self
 
         def tracking_new(cls, *args, **kwargs):
             stream = original_new(cls, *args, **kwargs)
-            registry.streams.setdefault((stream.device_index, stream.stream_id), stream)
+            tracker._touch(stream)
             return stream
 
-        stream_class.__new__ = tracking_new
+        def tracking_set_stream(stream):
+            if stream is not None:
+                tracker._touch(stream)
+            return original_set_stream(stream)
 
-    def join(self) -> None:
-        """Make the current stream wait for all work queued on the submission's streams."""
-        current = self.torch.cuda.current_stream()
-        for key, stream in self.streams.items():
-            if key != (current.device_index, current.stream_id):
-                current.wait_stream(stream)
+        cuda.Stream.__new__ = tracking_new
+        cuda.set_stream = tracking_set_stream
+
+    def _touch(self, stream: Any) -> None:
+        if self._start is None:
+            return
+        key = (stream.device_index, stream.stream_id)
+        if key in self._touched or key == (self._timed.device_index, self._timed.stream_id):
+            return
+        self._touched[key] = stream
+        stream.wait_event(self._start)
+
+    def begin(self, start_event: Any) -> None:
+        """Record the start event on the current stream and fence the streams used from now."""
+        self._touched = {}
+        self._timed = self.torch.cuda.current_stream()
+        start_event.record(self._timed)
+        self._start = start_event
+
+    def end(self, end_event: Any) -> None:
+        """Join the touched streams into the timed stream and record the end event there."""
+        self._start = None
+        for stream in self._touched.values():
+            self._timed.wait_stream(stream)
+        end_event.record(self._timed)
+        self.torch.cuda.set_stream(self._timed)  # a call that switched streams is undone
+        self._touched = {}
 
 
 class Worker:
@@ -77,9 +110,11 @@ class Worker:
             from pytest_kernelboard.worker.triton_compat import patch_triton_interpreter
 
             patch_triton_interpreter()  # runtime loop bounds under NumPy 2.4; a no-op if fixed
-        self.streams = StreamRegistry(torch) if self.cuda else None
+        self.streams = StreamTracker(torch) if self.cuda else None
         self.flush_buffer = None
+        self.flush_sink = None
         self.events = None
+        self._spin_rate: float | None = None
 
     # -- requests -----------------------------------------------------------------------------
     def load(self, stage_dir: str, module: str, entry: str = "custom_kernel") -> dict:
@@ -98,8 +133,15 @@ class Worker:
             self.torch.cuda.synchronize()
         return {"output": self._sendable(output)}
 
-    def time_call(self, data: Any, flush_bytes: int) -> dict:
-        """One timed call: flush L2, events around the call, side streams joined, host wall too."""
+    def time_call(self, data: Any, flush_bytes: int, preroll_us: float = 0.0) -> dict:
+        """One timed call: flush L2, a GPU pre-roll, events around the call, side streams joined.
+
+        The pre-roll keeps the GPU busy for preroll_us after the flush, so the call's kernels
+        are already queued when the start event fires: the events see the kernels, not the
+        host's launch latency. Host work longer than the pre-roll still shows as device idle
+        time inside the interval. `dispatch_us` is the host time from the flush's enqueue to
+        the call's return: what a pre-roll has to cover.
+        """
         if not self.cuda:
             start = time.perf_counter()
             output = self.kernel(data)
@@ -108,29 +150,62 @@ class Worker:
                 "output": self._sendable(output),
                 "device_us": elapsed_us,
                 "wall_us": elapsed_us,
+                "dispatch_us": elapsed_us,
+                "aliased_bytes": aliased_bytes(data, output),
             }
         torch = self.torch
-        if self.flush_buffer is None or self.flush_buffer.numel() != flush_bytes:
-            self.flush_buffer = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+        if self.flush_buffer is None or self.flush_buffer.numel() != flush_bytes // 8:
+            self.flush_buffer = torch.zeros(flush_bytes // 8, dtype=torch.int64, device="cuda")
+            self.flush_sink = torch.zeros((), dtype=torch.int64, device="cuda")
             self.events = (
                 torch.cuda.Event(enable_timing=True),
                 torch.cuda.Event(enable_timing=True),
             )
         start_event, end_event = self.events
+        preroll_cycles = int(preroll_us * self.spin_cycles_per_us()) if preroll_us > 0 else 0
         # Time the call on the worker's own copy: memory mapped from the judge through CUDA
         # IPC is not what a kernel normally reads, and the copy leaves the judge's buffers alone.
         data = copy.deepcopy(data)
         torch.cuda.synchronize()
-        self.flush_buffer.zero_()  # evicts the inputs the judge just wrote from L2
-        start_event.record()
-        wall_start = time.perf_counter()
-        output = self.kernel(data)
-        self.streams.join()
-        end_event.record()
+        host_start = time.perf_counter()
+        # The flush reads 2x L2 of other data: the inputs just written leave the cache, and
+        # the lines left behind are clean (a writing flush would leave the call's kernels to
+        # pay for writing back its dirty lines).
+        torch.sum(self.flush_buffer, dim=0, out=self.flush_sink)
+        if preroll_cycles:
+            torch.cuda._sleep(preroll_cycles)
+        self.streams.begin(start_event)
+        try:
+            output = self.kernel(data)
+        finally:
+            dispatch_us = (time.perf_counter() - host_start) * 1e6
+            self.streams.end(end_event)
         torch.cuda.synchronize()  # device-wide: also waits for streams we do not know
-        wall_us = (time.perf_counter() - wall_start) * 1e6
+        wall_us = (time.perf_counter() - host_start) * 1e6
         device_us = start_event.elapsed_time(end_event) * 1e3
-        return {"output": self._sendable(output), "device_us": device_us, "wall_us": wall_us}
+        return {
+            "output": self._sendable(output),
+            "device_us": device_us,
+            "wall_us": wall_us,
+            "dispatch_us": dispatch_us,
+            "aliased_bytes": aliased_bytes(data, output),
+        }
+
+    def spin_cycles_per_us(self) -> float:
+        """GPU clock cycles per microsecond of torch.cuda._sleep, measured once per worker."""
+        if self._spin_rate is None:
+            torch = self.torch
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            cycles = 1_000_000
+            rates = []
+            for _ in range(5):  # the first spins also bring the clocks up from idle
+                start.record()
+                torch.cuda._sleep(cycles)
+                end.record()
+                torch.cuda.synchronize()
+                rates.append(cycles / (start.elapsed_time(end) * 1e3))
+            self._spin_rate = max(rates[1:])  # the fastest clock: a spin never runs short
+        return self._spin_rate
 
     def profile_call(self, data: Any, trace_path: str | None = None) -> dict:
         """One call inside a profiling range.
@@ -159,16 +234,30 @@ class Worker:
         profiler.export_chrome_trace(trace_path)
         return {"output": self._sendable(output)}
 
-    def calibrate(self, flush_bytes: int, calls: int = 30) -> dict:
-        """The harness's own cost: an empty call timed exactly like a real one."""
+    def calibrate(self, flush_bytes: int, launch_allowance_us: float, calls: int = 30) -> dict:
+        """The harness's own cost, from empty calls timed exactly like real ones.
+
+        First without a pre-roll, to see how long the harness's own host path takes; the
+        pre-roll is that (90th percentile) plus `launch_allowance_us` for the submission's own
+        launches. Then with that pre-roll: the empty call's device time is the floor.
+        """
         kernel, self.kernel = self.kernel, lambda data: data
         try:
-            replies = [self.time_call(None, flush_bytes) for _ in range(calls)]
+            bare = [self.time_call(None, flush_bytes) for _ in range(calls)]
+            dispatch = sorted(r["dispatch_us"] for r in bare)[int(0.9 * (calls - 1))]
+            preroll_us = dispatch + launch_allowance_us
+            replies = [self.time_call(None, flush_bytes, preroll_us) for _ in range(calls)]
         finally:
             self.kernel = kernel
         device = sorted(r["device_us"] for r in replies)[calls // 2]
         gap = sorted(r["wall_us"] - r["device_us"] for r in replies)[calls // 2]
-        return {"empty_device_us": device, "wall_gap_us": gap}
+        return {
+            "empty_device_us": device,
+            "wall_gap_us": gap,
+            "harness_dispatch_us": dispatch,
+            "preroll_us": preroll_us,
+            "spin_cycles_per_us": self.spin_cycles_per_us(),
+        }
 
     # -- plumbing -----------------------------------------------------------------------------
     def _sendable(self, output: Any) -> Any:
