@@ -35,12 +35,13 @@ nothing); a benchmark fixture can be used once per item.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
+
+from .timing.stats import check_samples
 
 __all__ = [
     "BridgeError",
@@ -130,12 +131,7 @@ def report_samples(
     (--benchmark-disable). Raises BridgeError when the fixture did not time the rounds with
     replay_timer (the item lacks mark()) and ValueError on empty or invalid samples.
     """
-    values = [float(x) for x in samples_us]
-    if not values:
-        raise ValueError("no samples to report")
-    for x in values:
-        if not math.isfinite(x) or x < 0:
-            raise ValueError(f"samples must be finite and non-negative, got {x!r}")
+    values = check_samples(samples_us)
     benchmark.extra_info.setdefault("clock", "cuda_event")
     if extra_info:
         benchmark.extra_info.update(extra_info)

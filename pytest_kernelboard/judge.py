@@ -143,11 +143,19 @@ class SubmissionJudge:
         return generate_input(self.modules, case, call_index)
 
     def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
+        return self._judged(lambda: self._check_case(case, timeout_s))
+
+    def _judged(self, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
+        """Run one case's judging: what went wrong becomes its status; the duration is stamped."""
         started = time.perf_counter()
         try:
-            outcome = self._check_case(case, timeout_s)
+            outcome = judge()
         except Skip as skip:
             outcome = CaseOutcome("skipped", str(skip))
+        except VerificationFailure as failure:
+            outcome = CaseOutcome("failed", str(failure))
+        except ProfileError as exc:
+            outcome = CaseOutcome("error", f"profiling failed: {exc}")
         except WorkerFailure as failure:
             outcome = self._failure_outcome(failure)
         outcome.duration_s = time.perf_counter() - started
@@ -184,26 +192,26 @@ class SubmissionJudge:
         reference: Callable[[Case], dict[str, Any] | None] | None = None,
     ) -> CaseOutcome:
         """Correctness on the case's own input, then timing on fresh inputs, then the speedup."""
+        return self._judged(lambda: self._benchmark(case, timeout_s, plan, progress, reference))
+
+    def _benchmark(
+        self,
+        case: Case,
+        timeout_s: float,
+        plan: TimingPlan,
+        progress: Progress | None,
+        reference: Callable[[Case], dict[str, Any] | None] | None,
+    ) -> CaseOutcome:
         started = time.perf_counter()
-        try:
-            outcome = self._check_case(case, timeout_s)
-            if outcome.passed:
-                remaining = timeout_s - (time.perf_counter() - started)
-                measurement = self.time_case(case, plan, remaining, progress)
-                outcome = self._timed_outcome(measurement)
-                if outcome.passed and reference is not None:
-                    outcome.reference_timing = reference(case)
-                    if outcome.reference_timing:
-                        outcome.speedup = (
-                            outcome.reference_timing["mean_us"] / outcome.timing["mean_us"]
-                        )
-        except Skip as skip:
-            outcome = CaseOutcome("skipped", str(skip))
-        except VerificationFailure as failure:
-            outcome = CaseOutcome("failed", str(failure))
-        except WorkerFailure as failure:
-            outcome = self._failure_outcome(failure)
-        outcome.duration_s = time.perf_counter() - started
+        outcome = self._check_case(case, timeout_s)
+        if not outcome.passed:
+            return outcome
+        remaining = timeout_s - (time.perf_counter() - started)
+        outcome = self._timed_outcome(self.time_case(case, plan, remaining, progress))
+        if outcome.passed and reference is not None:
+            outcome.reference_timing = reference(case)
+            if outcome.reference_timing:
+                outcome.speedup = outcome.reference_timing["mean_us"] / outcome.timing["mean_us"]
         return outcome
 
     def time_case(
@@ -217,8 +225,9 @@ class SubmissionJudge:
                 flush_bytes=plan.flush_bytes,
                 launch_allowance_us=LAUNCH_ALLOWANCE_US,
             ).payload
-        # The judge bounds the pre-roll: it is host time the events do not see.
-        preroll_us = min((self._calibration or {}).get("preroll_us", 0.0), MAX_PREROLL_US)
+            # The judge bounds the pre-roll: it is host time the events do not see.
+            self._calibration["preroll_us"] = min(self._calibration["preroll_us"], MAX_PREROLL_US)
+        preroll_us = (self._calibration or {}).get("preroll_us", 0.0)
 
         def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
             self.settle()
@@ -237,34 +246,31 @@ class SubmissionJudge:
     ) -> CaseOutcome:
         """Correctness on the case's own input (which also warms up), then one profiled call on
         a fresh input, its output verified; the profile's summary goes into the outcome."""
+        return self._judged(lambda: self._profile(case, timeout_s, profiler, report))
+
+    def _profile(
+        self, case: Case, timeout_s: float, profiler: CaseProfiler, report: Path
+    ) -> CaseOutcome:
         started = time.perf_counter()
-        try:
-            outcome = self._check_case(case, timeout_s)
-            if outcome.passed:
-                pristine = self.generate(case, 1)
-                self.settle()
-                reply = self.worker().request(
-                    "profile",
-                    max(timeout_s - (time.perf_counter() - started), 1.0),
-                    data=copy.deepcopy(pristine),
-                    trace_path=None if profiler.ncu else str(report),
-                )
-                ok, message = self.modules.check(pristine, copy.deepcopy(reply.payload["output"]))
-                if not ok:
-                    outcome = CaseOutcome("failed", f"the profiled call's output: {message}")
-                else:
-                    log = ""
-                    if profiler.ncu:
-                        log = self.worker().output_tail()  # ncu's own messages
-                        self.close(grace_s=PROFILER_EXIT_GRACE_S)  # ncu writes at process exit
-                    outcome.details["profile"] = profiler.summarize(report, log)
-        except Skip as skip:
-            outcome = CaseOutcome("skipped", str(skip))
-        except WorkerFailure as failure:
-            outcome = self._failure_outcome(failure)
-        except ProfileError as exc:
-            outcome = CaseOutcome("error", f"profiling failed: {exc}")
-        outcome.duration_s = time.perf_counter() - started
+        outcome = self._check_case(case, timeout_s)
+        if not outcome.passed:
+            return outcome
+        pristine = self.generate(case, 1)
+        self.settle()
+        reply = self.worker().request(
+            "profile",
+            max(timeout_s - (time.perf_counter() - started), 1.0),
+            data=copy.deepcopy(pristine),
+            trace_path=None if profiler.ncu else str(report),
+        )
+        ok, message = self.modules.check(pristine, copy.deepcopy(reply.payload["output"]))
+        if not ok:
+            return CaseOutcome("failed", f"the profiled call's output: {message}")
+        log = ""
+        if profiler.ncu:
+            log = self.worker().output_tail()  # ncu's own messages
+            self.close(grace_s=PROFILER_EXIT_GRACE_S)  # ncu writes the report at process exit
+        outcome.details["profile"] = profiler.summarize(report, log)
         return outcome
 
     @staticmethod

@@ -112,14 +112,14 @@ class CaseTimer:
         self.use_cuda = use_cuda
         self.progress = progress
         self.rng = rng or random.Random()
-        self._aliased: int | None = None  # the last call's output bytes inside its input
 
-    def _one_call(self, case: Case, call_index: int, plan: TimingPlan, deadline: float):
+    def _one_call(
+        self, case: Case, call_index: int, plan: TimingPlan, deadline: float
+    ) -> tuple[Any, dict[str, Any]]:
+        """The call's pristine input and the worker's reply (output, device_us, wall_us, ...)."""
         pristine = self.generate(case, call_index)
         remaining = max(deadline - time.perf_counter(), 0.001)
-        reply = self.request_time(copy.deepcopy(pristine), plan.flush_bytes, remaining)
-        self._aliased = reply.get("aliased_bytes")
-        return pristine, reply["output"], reply["device_us"], reply["wall_us"]
+        return pristine, self.request_time(copy.deepcopy(pristine), plan.flush_bytes, remaining)
 
     def _verify(self, pristine: Any, output: Any, call_index: int) -> None:
         ok, message = self.check(pristine, copy.deepcopy(output))
@@ -139,7 +139,7 @@ class CaseTimer:
         m = Measurement(clock="cuda_event" if self.use_cuda else "host")
         if overhead:
             m.overhead_us = overhead["wall_gap_us"]
-            m.preroll_us = min(overhead["preroll_us"], MAX_PREROLL_US)
+            m.preroll_us = overhead["preroll_us"]
             m.empty_call_us = overhead["empty_device_us"]
         m.clocks_before = devices.gpu_state() if self.use_cuda else None
         call_index = 1  # call 0 is the correctness check's input
@@ -147,16 +147,16 @@ class CaseTimer:
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
         warm_durations: list[float] = []
         while not plan.warmup.done(warm_durations, time.perf_counter() - started):
-            pristine, output, device_us, _ = self._one_call(case, call_index, plan, deadline)
+            pristine, reply = self._one_call(case, call_index, plan, deadline)
             if plan.verify:
-                self._verify(pristine, output, call_index)
-            warm_durations.append(device_us)
+                self._verify(pristine, reply["output"], call_index)
+            warm_durations.append(reply["device_us"])
             call_index += 1
         m.warmup_calls = len(warm_durations)
         # The floor counts the bytes the call must move (inputs read, outputs written once).
         peak = devices.peak_bandwidth_bytes_per_s() if self.use_cuda else None
         if peak:
-            in_bytes, out_bytes = io_bytes(pristine, output, self._aliased)
+            in_bytes, out_bytes = io_bytes(pristine, reply["output"], reply.get("aliased_bytes"))
             l2 = devices.environment().get("l2_bytes") or 0
             m.floor_us = bandwidth_floor_us(in_bytes, out_bytes, peak, l2_bytes=l2)
 
@@ -164,10 +164,10 @@ class CaseTimer:
         timing_started = time.perf_counter()
         last_progress = timing_started
         while True:
-            pristine, output, device_us, wall_us = self._one_call(case, call_index, plan, deadline)
-            m.samples_us.append(device_us)
-            m.wall_us.append(wall_us)
-            stats.add(device_us)
+            pristine, reply = self._one_call(case, call_index, plan, deadline)
+            m.samples_us.append(reply["device_us"])
+            m.wall_us.append(reply["wall_us"])
+            stats.add(reply["device_us"])
             reason = plan.rule.reason(stats, time.perf_counter() - timing_started)
             # Drawn only now, with the output already back: the worker cannot know.
             if plan.verify and (
@@ -175,7 +175,7 @@ class CaseTimer:
                 or reason is not None
                 or self.rng.random() < VERIFY_SHARE
             ):
-                self._verify(pristine, output, call_index)
+                self._verify(pristine, reply["output"], call_index)
                 m.checked_calls += 1
             call_index += 1
             now = time.perf_counter()

@@ -150,7 +150,8 @@ class Summary:
         return out
 
 
-def _check_samples(samples_us: Sequence[float]) -> list[float]:
+def check_samples(samples_us: Sequence[float]) -> list[float]:
+    """The samples as floats; ValueError when empty, negative or not finite."""
     values = [float(x) for x in samples_us]
     if not values:
         raise ValueError("no samples")
@@ -162,7 +163,7 @@ def _check_samples(samples_us: Sequence[float]) -> list[float]:
 
 def summarize(samples_us: Sequence[float], confidence: float = 0.95) -> Summary:
     """Summary of per-call timings; raises ValueError on an empty or non-finite sample."""
-    values = _check_samples(samples_us)
+    values = check_samples(samples_us)
     n = len(values)
     # fsum keeps the mean exact-ish for 10^4 samples of very different sizes.
     mean = math.fsum(values) / n
