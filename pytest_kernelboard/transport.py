@@ -47,6 +47,8 @@ _SAFE_GLOBALS = {
     "decimal": {"Decimal"},
     "enum": {"Enum", "IntEnum"},
     "_codecs": {"encode"},  # how older pickle protocols write bytes
+    # CUDA tensors in the worker's window: judge code that checks each slot and copies it out.
+    "pytest_kernelboard.worker.window": {"Slot", "from_window", "from_host"},
 }
 # Libraries whose classes, and whose functions that rebuild shared tensors/arrays, may appear.
 _SAFE_ROOTS = ("torch", "numpy")
@@ -75,20 +77,26 @@ def lookup_class(module: str, qualname: str) -> type:
 class _JudgePickler(ForkingPickler):
     """ForkingPickler (torch's shared-memory tensors) that writes leaderboard classes by name."""
 
-    def __init__(self, file: io.BytesIO, trusted: Mapping[str, ModuleType]):
+    def __init__(self, file: io.BytesIO, trusted: Mapping[str, ModuleType], cuda: Any = None):
         super().__init__(file)
         self._trusted = trusted
+        self._cuda = cuda
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, type) and obj.__module__ in self._trusted:
             return lookup_class, (obj.__module__, obj.__qualname__)
+        if self._cuda is not None and getattr(obj, "is_cuda", False) is True:
+            reduced = self._cuda.reduce(obj)
+            if reduced is not None:
+                return reduced
         return NotImplemented
 
 
-def dumps(obj: Any, trusted: Mapping[str, ModuleType]) -> bytes:
-    """Pickle a request; `trusted` maps the leaderboard's module names to the judge's modules."""
+def dumps(obj: Any, trusted: Mapping[str, ModuleType], cuda: Any = None) -> bytes:
+    """Pickle a request; `trusted` maps the leaderboard's module names to the judge's modules.
+    `cuda`, where given, reduces CUDA tensors (worker/window.py's Packer)."""
     buffer = io.BytesIO()
-    _JudgePickler(buffer, trusted).dump(obj)
+    _JudgePickler(buffer, trusted, cuda).dump(obj)
     return buffer.getvalue()
 
 

@@ -113,7 +113,7 @@ def test_a_judge_whose_input_cannot_be_shared_fails_that_case_only(monkeypatch, 
     try:
         worker = judge.worker()
 
-        def full(_):
+        def full(message, pass_fd=None):
             raise RuntimeError("unable to write to file </torch_1_2_3>: No space left on device")
 
         monkeypatch.setattr(worker, "send", full)

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import transport as pickles
-from . import sandbox, transport, wire
+from . import sandbox, transport, window, wire
 from .environment import default_cache_dir, worker_environment
 
 LOG_TAIL_CHARS = 2000
@@ -124,6 +124,8 @@ class WorkerProcess:
         self.log_path = self.home / "output.log"
         self.sandboxed = sandbox.enabled() if sandboxed is None else sandboxed
         self.transport: str | None = None  # for CUDA tensors; decided on first use
+        self.windows: dict[str, window.Window] = {}  # the shared device windows, by direction
+        self._outbound_needed = 0  # a reply came as host copies: grow the outbound window
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self._staged_from: Path | None = None
         self.outbox: Path | None = None  # a host folder the sandboxed worker may write to
@@ -191,17 +193,57 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def send(self, message: dict[str, Any]) -> None:
-        """One request on the wire, pickled with the leaderboard's classes by name."""
-        self.conn.send_bytes(pickles.dumps(message, self.trusted))
+    def send(self, message: dict[str, Any], pass_fd: int | None = None) -> None:
+        """One request on the wire, pickled with the leaderboard's classes by name; its CUDA
+        tensors go through the inbound window where that is the transport. `pass_fd` follows
+        the frame over the socket (a window's descriptor)."""
+        self.conn.send_bytes(self._encode(message))
+        if pass_fd is not None:
+            window.send_fd(self.conn.fileno(), pass_fd)
 
-    def request(self, op: str, timeout_s: float, **payload: Any) -> Reply:
+    def _encode(self, message: dict[str, Any]) -> bytes:
+        if self.transport != transport.WINDOW or message["op"] == "window":
+            return pickles.dumps(message, self.trusted)
+        packer = window.Packer(self.windows["in"].device)
+        data = pickles.dumps(message, self.trusted, packer)
+        if self._outbound_needed > self.windows["out"].size:
+            needed, self._outbound_needed = self._outbound_needed, 0
+            self._share_window("out", window.grown_size(needed, self.windows["out"].size))
+        if packer.nbytes > self.windows["in"].size:
+            self._share_window("in", window.grown_size(packer.nbytes, self.windows["in"].size))
+        packer.copy_into(self.windows["in"])
+        return data
+
+    def _share_window(self, direction: str, size: int) -> None:
+        """A new device window of at least `size` bytes for one direction, handed to the
+        worker as a descriptor; the one it replaces is unmapped once the worker has switched."""
+        device = self.windows["in"].device if self.windows else _judge_device()
+        new = window.Window.create(size, device)
+        fd = new.export_fd()
+        try:
+            self.request(
+                "window", 120.0, pass_fd=fd, direction=direction, size=new.size, device=device
+            )
+        except BaseException:
+            new.close()
+            raise
+        finally:
+            os.close(fd)
+        old, self.windows[direction] = self.windows.get(direction), new
+        if old is not None:
+            old.close()
+
+    def request(
+        self, op: str, timeout_s: float, *, pass_fd: int | None = None, **payload: Any
+    ) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after."""
+        if self.transport is None and "data" in payload and _judge_device() is not None:
+            self._choose_transport()
         host_transport = self._host_transport(payload)
         trace_path = self._trace_through_outbox(payload)
         started = time.perf_counter()
         try:
-            self.send({"op": op, **payload})
+            self.send({"op": op, **payload}, pass_fd)
         except BlockingIOError:  # SO_SNDTIMEO: the worker stopped reading
             self.kill()
             raise WorkerFailure(
@@ -209,6 +251,9 @@ class WorkerProcess:
             ) from None
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise self._died() from None
+        except WorkerFailure:  # handing over a grown window failed
+            self.kill()
+            raise
         except Exception as exc:  # the input cannot be shared (e.g. /dev/shm is full)
             self.kill()
             raise WorkerFailure(
@@ -258,19 +303,65 @@ class WorkerProcess:
         except wire.ProtocolError as exc:
             self.kill()
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
+        refused = (
+            wire.ProtocolError,
+            pickles.RefusedGlobal,
+            pickle.UnpicklingError,
+            window.WindowError,
+        )
         try:
             # Data only, plus the leaderboard's own classes (transport.py); then checked keys.
-            return wire.validate(op, pickles.loads(data, self.trusted))
-        except (wire.ProtocolError, pickles.RefusedGlobal, pickle.UnpicklingError) as exc:
+            # CUDA tensors in the outbound window are checked and copied out as they are read.
+            with window.receiving(self.windows.get("out"), copy_out=True):
+                reply = pickles.loads(data, self.trusted)
+                self._outbound_needed = window.host_bytes_received()
+            return wire.validate(op, reply)
+        except refused as exc:
             self.kill()
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
+        except Exception as exc:  # any malformed pickle: a worker's bytes are not to be trusted
+            self.kill()
+            raise WorkerFailure(
+                "error", f"the worker broke the protocol: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _choose_transport(self) -> None:
+        """Device windows where the GPU can share memory as descriptors (both ways, across
+        the sandbox); else CUDA IPC, or host copies in a sandbox where IPC fails."""
+        wanted = os.environ.get("KERNELBOARD_CUDA_TRANSPORT", "auto")
+        device = _judge_device()
+        if wanted in ("auto", transport.WINDOW) and not self.host_network:
+            if window.cuda_vmm.supported(device):
+                self.transport = transport.WINDOW
+                try:
+                    self._share_window("in", 0)
+                    self._share_window("out", 0)
+                    return
+                except (window.cuda_vmm.CudaDriverError, OSError) as exc:
+                    print(
+                        f"kernelboard: device windows failed ({exc}); using CUDA IPC or copies",
+                        file=sys.stderr,
+                    )
+                    self._close_windows()
+        if wanted == transport.HOST:
+            self.transport = transport.HOST
+        elif self.sandboxed and wanted != transport.IPC:
+            self.transport = session_transport()
+        else:
+            self.transport = transport.IPC
+
+    def _close_windows(self) -> None:
+        for shared in self.windows.values():
+            try:
+                shared.close()
+            except Exception:  # the device may be gone with the worker; nothing to keep
+                pass
+        self.windows = {}
 
     def _host_transport(self, payload: dict[str, Any]) -> bool:
         """In the sandbox, CUDA inputs cross as host tensors where CUDA IPC does not work."""
-        if not self.sandboxed or "data" not in payload or not _has_cuda_tensor(payload["data"]):
+        if "data" not in payload or not _has_cuda_tensor(payload["data"]):
             return False
-        if self.transport is None:
-            self.transport = session_transport()
         if self.transport != transport.HOST:
             return False
         payload["data"] = transport.to_host(payload["data"])
@@ -349,6 +440,7 @@ class WorkerProcess:
                 self.process.kill()
             self.process.wait()
         self.conn.close()
+        self._close_windows()
         # The sandbox's stage slot and outbox are of no use once the worker is gone.
         for folder in (self.stage_slot, self.outbox):
             if folder is not None:
@@ -371,6 +463,14 @@ def _has_cuda_tensor(obj: Any) -> bool:
     if isinstance(obj, dict):
         return any(_has_cuda_tensor(v) for v in obj.values())
     return bool(getattr(obj, "is_cuda", False))
+
+
+def _judge_device() -> int | None:
+    """The judge's CUDA device, or None where the judge has none (or has not imported torch)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return torch.cuda.current_device()
 
 
 _SESSION_TRANSPORT: str | None = None

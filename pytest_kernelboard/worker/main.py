@@ -24,7 +24,7 @@ from pytest_kernelboard.builds import (
 )
 from pytest_kernelboard.cloning import clone_data
 from pytest_kernelboard.timing.floors import aliased_bytes
-from pytest_kernelboard.worker import transport
+from pytest_kernelboard.worker import transport, window
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.sandbox import apply_limits
 
@@ -138,6 +138,7 @@ class Worker:
         self.events = None
         self._spin_rate: float | None = None
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
+        self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
         if self.cuda:
             self._elapsed_time = torch.cuda.Event.elapsed_time
             self._event = torch.cuda.Event
@@ -346,6 +347,18 @@ class Worker:
             "spin_cycles_per_us": self.spin_cycles_per_us(),
         }
 
+    def attach_window(self, direction: str, size: int, device: int) -> dict:
+        """Map the judge's new window for one direction (its descriptor followed the request)
+        and let go of the one it replaces."""
+        fd = window.receive_fd(self.conn.fileno())
+        new = window.Window.attach(fd, size, device)
+        old, self.windows[direction] = self.windows.get(direction), new
+        if direction == "in":
+            window.set_receiving(new)
+        if old is not None:
+            old.close()
+        return {}
+
     def echo(self, data: Any) -> dict:
         """The transport probe (harness only, before a submission is loaded): data + 1 back."""
         return {"output": data + 1}
@@ -364,6 +377,7 @@ class Worker:
             "profile": self.profile_call,
             "init_group": lambda **kw: init_group(self, **kw),
             "echo": self.echo,
+            "window": self.attach_window,
         }
         while True:
             try:
@@ -396,7 +410,10 @@ class Worker:
                 }
             reply["elapsed_s"] = time.perf_counter() - started
             try:
-                self.conn.send(reply)
+                if self.windows:
+                    # The judge may rewrite the inbound window once it has the reply.
+                    self.torch.cuda.synchronize()
+                self.conn.send_bytes(window.dumps_reply(reply, self.windows.get("out")))
             except Exception as exc:
                 self.conn.send({"error": f"the output cannot be sent back: {exc}", "kind": "error"})
 

@@ -1,15 +1,19 @@
-"""How GPU tensors cross between judge and worker: CUDA IPC handles, or host copies.
+"""How GPU tensors cross between judge and worker: device windows, CUDA IPC, or host copies.
 
-CUDA IPC (torch's default for CUDA tensors) may not work between processes in different PID
-namespaces. Then the judge sends host copies through shared memory and the worker moves them
-to the GPU before the call, outside any timed region (and moves its outputs back to the host;
-the judge returns them to the GPU). Which one works is probed once per session on GPU machines.
+Device windows (window.py) are the default where the GPU supports them: two shared VMM
+allocations, handed over once as descriptors. Where they are not supported (or are turned off
+with KERNELBOARD_CUDA_TRANSPORT=ipc|host), torch's CUDA IPC is used; it does not work between
+processes in different PID namespaces, so in the sandbox the judge then sends host copies
+through shared memory and the worker moves them to the GPU before the call, outside any timed
+region (and moves its outputs back to the host; the judge returns them to the GPU). Whether
+IPC works is probed once per session in that case.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+WINDOW = "window"
 IPC = "ipc"
 HOST = "host"
 

@@ -89,6 +89,7 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
         "preroll_us": _NUMBER,
     },
     "exit": {},
+    "window": {},
 }
 _SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
 # Keys that may be absent but, when present, must have this type.

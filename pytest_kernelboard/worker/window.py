@@ -1,0 +1,320 @@
+"""CUDA tensors between judge and worker through two shared device windows.
+
+The judge owns two VMM allocations (cuda_vmm.py) per worker and hands each to the worker once,
+as a file descriptor over their socket: the inbound window carries a request's CUDA tensors to
+the worker, the outbound window carries a reply's back. Pickling a message puts each CUDA
+tensor's storage at an offset of the window and writes a `Slot` (offset, dtype, shape, strides)
+in its place; unpickling rebuilds the tensor from the window at that offset. The copies are
+device-to-device and the mappings persist, so nothing is mapped, opened or staged through the
+host per request, and it works across the sandbox's PID namespace, where CUDA IPC does not.
+
+The judge unpickles replies with an allow-list (transport.py): `from_window` and `from_host`
+are judge code that checks every slot against its window and copies the tensor out into the
+judge's own memory at once, so a worker that rewrites its window later changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import socket
+from contextlib import contextmanager
+from multiprocessing.reduction import ForkingPickler
+from typing import Any, NamedTuple
+
+from . import cuda_vmm
+
+ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
+HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
+
+
+class Slot(NamedTuple):
+    """Where one tensor lies in a window: its storage's bytes at `offset`, then a view."""
+
+    offset: int
+    nbytes: int
+    dtype: str
+    size: tuple
+    stride: tuple
+    storage_offset: int
+    requires_grad: bool = False
+    parameter: bool = False
+
+
+class WindowError(Exception):
+    """A slot that does not describe memory inside its window."""
+
+
+class Window:
+    """One VMM allocation mapped in this process, with a uint8 tensor over all of it."""
+
+    def __init__(self, handle: int | None, address: int, size: int, device: int):
+        import torch
+
+        self.handle, self.address, self.size, self.device = handle, address, size, device
+        self.bytes = torch.as_tensor(_DeviceBytes(address, size), device=f"cuda:{device}")
+
+    @classmethod
+    def create(cls, size: int, device: int) -> Window:
+        """A new allocation of at least `size` bytes, owned (and later released) by us."""
+        grain = cuda_vmm.granularity(device)
+        size = max(grain, -(-size // grain) * grain)
+        handle = cuda_vmm.create(size, device)
+        try:
+            address = cuda_vmm.map_readwrite(handle, size, device)
+        except cuda_vmm.CudaDriverError:
+            cuda_vmm.release(handle)
+            raise
+        return cls(handle, address, size, device)
+
+    @classmethod
+    def attach(cls, fd: int, size: int, device: int) -> Window:
+        """The peer's allocation behind `fd` (closed here), mapped in this process."""
+        try:
+            handle = cuda_vmm.import_fd(fd)
+        finally:
+            cuda_vmm.close_quietly(fd)
+        try:
+            address = cuda_vmm.map_readwrite(handle, size, device)
+        finally:
+            cuda_vmm.release(handle)  # the mapping keeps the memory alive
+        return cls(None, address, size, device)
+
+    def export_fd(self) -> int:
+        return cuda_vmm.export_fd(self.handle)
+
+    def close(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.device)  # no kernel may still read or write it
+        self.bytes = None
+        cuda_vmm.unmap(self.address, self.size)
+        if self.handle is not None:
+            cuda_vmm.release(self.handle)
+            self.handle = None
+
+
+class _DeviceBytes:
+    """A raw device range as a CUDA array: torch.as_tensor wraps it without a copy."""
+
+    def __init__(self, address: int, size: int):
+        self.__cuda_array_interface__ = {
+            "shape": (size,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+        }
+
+
+class Packer:
+    """Assigns window offsets to the CUDA storages a message holds, while it is pickled; the
+    copies happen after, once a window large enough exists. Tensors sharing a storage share
+    its bytes in the window, so views and aliases arrive as views and aliases."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.nbytes = 0
+        self._placed: dict[int, tuple[int, Any]] = {}  # storage address -> (offset, storage)
+
+    def reduce(self, tensor: Any) -> tuple | None:
+        """The pickle reduction of a CUDA tensor on our device, or None to pickle it as usual."""
+        import torch
+
+        plain = type(tensor) in (torch.Tensor, torch.nn.Parameter)
+        if not plain or tensor.device.index != self.device or tensor.layout != torch.strided:
+            return None  # other devices, subclasses, sparse: pickled as before
+        storage = tensor.untyped_storage()
+        offset = self._offset(storage)
+        slot = Slot(
+            offset,
+            storage.nbytes(),
+            str(tensor.dtype).removeprefix("torch."),
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.storage_offset(),
+            bool(tensor.requires_grad),
+            isinstance(tensor, torch.nn.Parameter),
+        )
+        return from_window, (slot,)
+
+    def _offset(self, storage: Any) -> int:
+        key = storage.data_ptr()
+        if key not in self._placed or storage.nbytes() == 0:
+            self._placed[key] = (self.nbytes, storage)
+            self.nbytes += -(-storage.nbytes() // ALIGN) * ALIGN
+        return self._placed[key][0]
+
+    def copy_into(self, window: Window) -> None:
+        """Copy every placed storage into `window` and wait until the copies are done."""
+        import torch
+
+        for offset, storage in self._placed.values():
+            if storage.nbytes():
+                source = torch.empty(0, dtype=torch.uint8, device=window.bytes.device)
+                source.set_(storage)
+                window.bytes[offset : offset + storage.nbytes()].copy_(source)
+        if self._placed and window.bytes.is_cuda:
+            torch.cuda.current_stream(window.device).synchronize()
+
+
+# -- receiving ----------------------------------------------------------------------------------
+_receiving: Window | None = None  # the window the slots being unpickled refer to
+_copy_out = False  # the judge copies each tensor out of the window; the worker reads it in place
+_received = 0  # tensors rebuilt since the last receiving() began
+_host_bytes = 0  # bytes that came as host copies since then: the window was too small
+
+
+def set_receiving(window: Window | None, copy_out: bool = False) -> None:
+    """The window later unpickled slots refer to (the worker: its inbound window)."""
+    global _receiving, _copy_out
+    _receiving, _copy_out = window, copy_out
+
+
+@contextmanager
+def receiving(window: Window | None, copy_out: bool):
+    """Within the block, slots refer to `window`; on leaving, the copies out are complete."""
+    global _received, _host_bytes
+    previous = (_receiving, _copy_out)
+    set_receiving(window, copy_out)
+    _received = _host_bytes = 0
+    try:
+        yield
+    finally:
+        if _received and copy_out and window.bytes.is_cuda:
+            import torch
+
+            torch.cuda.current_stream(window.device).synchronize()
+        set_receiving(*previous)
+
+
+def from_window(slot: Slot) -> Any:
+    """The tensor a slot describes (unpickling). In the judge, slot comes from an untrusted
+    worker: every field is checked against the window before any memory is touched."""
+    global _received
+    import torch
+
+    window = _receiving
+    if window is None:
+        raise WindowError("a tensor arrived through a window that was never shared")
+    dtype = _checked(slot, window)
+    base = window.bytes[slot.offset : slot.offset + slot.nbytes].view(dtype)
+    start = slot.offset // dtype.itemsize + slot.storage_offset
+    tensor = base.as_strided(slot.size, slot.stride, start)
+    if _copy_out:
+        tensor = tensor.clone()
+    _received += 1
+    if slot.requires_grad and (dtype.is_floating_point or dtype.is_complex):
+        tensor.requires_grad_(True)
+    return torch.nn.Parameter(tensor, slot.requires_grad) if slot.parameter else tensor
+
+
+def from_host(tensor: Any, device: int) -> Any:
+    """A reply's CUDA tensor that did not fit the outbound window, sent as a host copy. The
+    judge puts it on its window's device, whatever device the worker names."""
+    global _received, _host_bytes
+    import torch
+
+    if not isinstance(tensor, torch.Tensor) or tensor.is_cuda:
+        raise WindowError("a host-copied tensor is not a host tensor")
+    if _receiving is not None:
+        device = _receiving.device
+    _received += 1
+    _host_bytes += -(-tensor.untyped_storage().nbytes() // ALIGN) * ALIGN
+    return tensor.to(f"cuda:{int(device)}")
+
+
+def host_bytes_received() -> int:
+    """Bytes of the last receiving() block that came as host copies (0: the window sufficed)."""
+    return _host_bytes
+
+
+def _checked(slot: Any, window: Window) -> Any:
+    import torch
+
+    if not isinstance(slot, Slot):
+        raise WindowError("a window slot is malformed")
+    ints = (slot.offset, slot.nbytes, slot.storage_offset, *slot.size, *slot.stride)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+        raise WindowError(f"a window slot holds a negative or non-integer field: {slot}")
+    dtype = getattr(torch, str(slot.dtype), None)
+    if not isinstance(dtype, torch.dtype) or len(slot.size) != len(slot.stride):
+        raise WindowError(f"a window slot names no tensor: {slot}")
+    if slot.offset % ALIGN or slot.offset + slot.nbytes > window.size:
+        raise WindowError(f"a window slot lies outside its {window.size}-byte window: {slot}")
+    if slot.nbytes % dtype.itemsize:
+        raise WindowError(f"a window slot's bytes do not hold whole {dtype} values: {slot}")
+    if all(slot.size):
+        last = slot.storage_offset + sum(
+            (n - 1) * s for n, s in zip(slot.size, slot.stride, strict=True)
+        )
+        if (last + 1) * dtype.itemsize > slot.nbytes:
+            raise WindowError(f"a window slot's view runs past its storage: {slot}")
+    return dtype
+
+
+# -- the worker's replies -------------------------------------------------------------------
+class _ReplyPickler(ForkingPickler):
+    """The worker's pickler: CUDA tensors into the outbound window, or as host copies."""
+
+    def __init__(self, file: io.BytesIO, packer: Packer | None, host_device: int | None):
+        super().__init__(file)
+        self._packer, self._host_device = packer, host_device
+
+    def reducer_override(self, obj: Any) -> Any:
+        if getattr(obj, "is_cuda", False) and _is_tensor(obj):
+            if self._packer is not None:
+                reduced = self._packer.reduce(obj)
+                if reduced is not None:
+                    return reduced
+            if self._host_device is not None:
+                return from_host, (obj.detach().cpu(), self._host_device)
+        return NotImplemented
+
+
+def dumps_reply(reply: Any, outbound: Window | None) -> bytes:
+    """A reply's bytes with its CUDA tensors in `outbound` (copied, and synchronised, before
+    the bytes are returned); where they do not fit, as host copies the judge moves back."""
+    if outbound is None:
+        return bytes(ForkingPickler.dumps(reply))
+    packer = Packer(outbound.device)
+    buffer = io.BytesIO()
+    _ReplyPickler(buffer, packer, None).dump(reply)
+    if packer.nbytes <= outbound.size:
+        packer.copy_into(outbound)
+        return buffer.getvalue()
+    buffer = io.BytesIO()
+    _ReplyPickler(buffer, None, outbound.device).dump(reply)
+    return buffer.getvalue()
+
+
+def _is_tensor(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.Tensor)
+
+
+def grown_size(needed: int, current: int) -> int:
+    """The size to grow a window to so that `needed` bytes fit, with headroom."""
+    return max(current, math.ceil(needed * HEADROOM))
+
+
+# -- handing a window over ------------------------------------------------------------------
+def send_fd(sock_fd: int, fd: int) -> None:
+    """Pass `fd` over the Unix socket `sock_fd` (one byte of data carries it)."""
+    with socket.socket(fileno=_dup(sock_fd)) as sock:
+        socket.send_fds(sock, [b"w"], [fd])
+
+
+def receive_fd(sock_fd: int) -> int:
+    """The descriptor the peer passed with send_fd; extra descriptors are closed by the kernel."""
+    with socket.socket(fileno=_dup(sock_fd)) as sock:
+        _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    if not fds:
+        raise WindowError("a window was announced but no descriptor came with it")
+    return fds[0]
+
+
+def _dup(fd: int) -> int:
+    import os
+
+    return os.dup(fd)

@@ -1,0 +1,163 @@
+"""The device-window transport's bookkeeping, on the CPU: slots, checks, descriptors.
+
+The windows themselves are CUDA allocations (tests/test_window_gpu.py); here a CPU byte tensor
+stands in for one, which exercises the same packing, the same checks and the same rebuilding.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import socket
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from pytest_kernelboard import transport as pickles
+from pytest_kernelboard.worker import window
+
+
+@dataclass
+class HostWindow:
+    """A window in host memory: what Packer and from_window use of a real one."""
+
+    bytes: torch.Tensor
+    size: int
+    device: int | None = None
+
+
+def host_window(size: int = 1 << 16) -> HostWindow:
+    return HostWindow(torch.zeros(size, dtype=torch.uint8), size)
+
+
+def packed(tensors, shared):
+    """Slots for `tensors`, their storages copied into `shared`, as the judge does."""
+    packer = window.Packer(None)
+    slots = [packer.reduce(t)[1][0] for t in tensors]
+    assert packer.nbytes <= shared.size
+    packer.copy_into(shared)
+    return slots, packer
+
+
+def test_tensors_come_back_equal_with_dtype_shape_strides_and_views():
+    shared = host_window()
+    base = torch.randn(8, 6)
+    tensors = [
+        base,
+        base.t(),  # a transposed view of the same storage
+        base[2:5, 1::2],  # an offset, strided view
+        torch.arange(10, dtype=torch.int64),
+        torch.tensor([True, False, True]),
+        torch.randn(3, 4, dtype=torch.float64).requires_grad_(),
+    ]
+    slots, packer = packed(tensors, shared)
+    assert slots[0].offset == slots[1].offset == slots[2].offset  # one storage, placed once
+    assert all(s.offset % window.ALIGN == 0 for s in slots)
+    window.set_receiving(shared, copy_out=False)
+    try:
+        rebuilt = [window.from_window(s) for s in slots]
+    finally:
+        window.set_receiving(None)
+    for original, back in zip(tensors, rebuilt, strict=True):
+        assert back.dtype == original.dtype and back.shape == original.shape
+        assert back.stride() == original.stride()
+        assert torch.equal(back.detach(), original.detach())
+    assert rebuilt[5].requires_grad
+    # In place (the worker's side), views of one storage stay views of one another.
+    rebuilt[0][2, 1] = 1234.0
+    assert rebuilt[2][0, 0] == 1234.0 and rebuilt[1][1, 2] == 1234.0
+
+
+def test_the_judge_copies_each_tensor_out_of_the_window_at_once():
+    shared = host_window()
+    slots, _ = packed([torch.ones(16)], shared)
+    with window.receiving(shared, copy_out=True):
+        received = window.from_window(slots[0])
+    shared.bytes.zero_()  # the worker rewrites its window after replying
+    assert torch.equal(received, torch.ones(16))
+
+
+def test_a_reply_pickled_for_the_judge_is_read_through_its_allow_list():
+    shared = host_window()
+    output = torch.randn(5, 3)
+    packer = window.Packer(None)
+    buffer = io.BytesIO()
+
+    class ReplyPickler(pickle.Pickler):  # the worker's, without the CUDA test on is_cuda
+        def reducer_override(self, obj):
+            return packer.reduce(obj) if isinstance(obj, torch.Tensor) else NotImplemented
+
+    ReplyPickler(buffer).dump({"output": (output, output[1:])})
+    packer.copy_into(shared)
+    with window.receiving(shared, copy_out=True):
+        reply = pickles.loads(buffer.getvalue(), {})
+    first, second = reply["output"]
+    assert torch.equal(first, output) and torch.equal(second, output[1:])
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"offset": 1 << 20}, "outside"),
+        ({"offset": 3}, "outside"),
+        ({"offset": -512}, "negative"),
+        ({"dtype": "cuda"}, "names no tensor"),
+        ({"size": (5000,)}, "runs past its storage"),
+        ({"size": (2, 2)}, "names no tensor"),  # two sizes, one stride
+        ({"nbytes": 6}, "whole"),
+        ({"storage_offset": 63}, "runs past its storage"),
+    ],
+)
+def test_a_forged_slot_is_refused_before_any_memory_is_read(change, says):
+    shared = host_window()
+    slots, _ = packed([torch.ones(16)], shared)
+    forged = slots[0]._replace(**change)
+    with window.receiving(shared, copy_out=True), pytest.raises(window.WindowError, match=says):
+        window.from_window(forged)
+
+
+def test_a_slot_without_a_shared_window_is_refused():
+    slots, _ = packed([torch.ones(4)], host_window())
+    with window.receiving(None, copy_out=True), pytest.raises(window.WindowError, match="never"):
+        window.from_window(slots[0])
+
+
+def test_a_host_copy_is_refused_unless_it_is_a_host_tensor():
+    with pytest.raises(window.WindowError):
+        window.from_host("not a tensor", 0)
+
+
+def test_the_window_grows_with_headroom_and_never_shrinks():
+    assert window.grown_size(1000, 0) == 1250
+    assert window.grown_size(1000, 4096) == 4096
+
+
+def test_a_descriptor_crosses_the_socket_after_its_frame():
+    judge_end, worker_end = socket.socketpair()
+    read_end, write_end = os.pipe()
+    try:
+        judge_end.sendall(b"frame")
+        window.send_fd(judge_end.fileno(), write_end)
+        assert worker_end.recv(5) == b"frame"  # the frame is read first, then the descriptor
+        received = window.receive_fd(worker_end.fileno())
+        os.write(received, b"through the passed descriptor")
+        os.close(received)
+        assert os.read(read_end, 100) == b"through the passed descriptor"
+    finally:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        judge_end.close()
+        worker_end.close()
+
+
+def test_an_announced_window_without_a_descriptor_is_an_error():
+    judge_end, worker_end = socket.socketpair()
+    try:
+        judge_end.sendall(b"w")  # the byte, but no descriptor with it
+        with pytest.raises(window.WindowError, match="no descriptor"):
+            window.receive_fd(worker_end.fileno())
+    finally:
+        judge_end.close()
+        worker_end.close()
