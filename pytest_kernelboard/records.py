@@ -14,7 +14,8 @@ Shape (schema "kernelboard.run/1"); times are microseconds, durations seconds:
     }]
 
 New fields may be added (readers ignore what they do not know); a field's meaning never changes
-within a schema version.
+within a schema version. The typed model of this shape, and the JSON schema generated from it,
+live in result_model.py; this module validates, writes and reads documents.
 """
 
 from __future__ import annotations
@@ -29,194 +30,32 @@ from typing import Any
 import jsonschema
 
 from .errors import KernelboardError
+from .result_model import SCHEMA_ID as SCHEMA_ID  # re-exported: the id lives with the model
+from .result_model import (
+    CaseKind,
+    Environment,
+    Harness,
+    Mode,
+    ModelError,
+    Run,
+    Status,
+    Timing,
+    run_schema,
+    type_schema,
+)
 from .utc import format_utc, now_utc
-from .vocabulary import LANGS
 
-SCHEMA_ID = "kernelboard.run/1"
-MODES = ("test", "benchmark", "leaderboard", "profile")
-CASE_KINDS = ("test", "benchmark")
+MODES = tuple(m.value for m in Mode)
+CASE_KINDS = tuple(k.value for k in CaseKind)
 # passed: verified; failed: wrong output; error: the submission raised; crashed: the worker died
 # (signal or exit); timeout: past the task's limit; skipped: cannot run here (e.g. needs CUDA).
-CASE_STATUSES = ("passed", "failed", "error", "crashed", "timeout", "skipped")
+CASE_STATUSES = tuple(s.value for s in Status)
 
-_number = {"type": "number"}
-_nonneg = {"type": "number", "minimum": 0}
-_opt_nonneg = {"type": ["number", "null"], "minimum": 0}
-_opt_str = {"type": ["string", "null"]}
-
-TIMING_SCHEMA: dict[str, Any] = {
-    "type": ["object", "null"],
-    "required": ["clock", "n", "mean_us", "median_us", "std_us", "min_us", "max_us", "ci95_us"],
-    "properties": {
-        "clock": {"enum": ["cuda_event", "host"]},
-        "n": {"type": "integer", "minimum": 1},
-        "samples_us": {"type": "array", "items": _nonneg},
-        "wall_us": {"type": "array", "items": _nonneg},
-        "mean_us": _nonneg,
-        "median_us": _nonneg,
-        "std_us": _nonneg,
-        "min_us": _nonneg,
-        "max_us": _nonneg,
-        "ci95_us": {"type": "array", "items": _nonneg, "minItems": 2, "maxItems": 2},
-        # What ranks (timing/scoring.rank_us): the median and its distribution-free interval.
-        "statistic": {"enum": ["median", "mean"]},
-        "rank_us": _nonneg,
-        "rank_ci95_us": {"type": "array", "items": _nonneg, "minItems": 2, "maxItems": 2},
-        "blocked_calls": {"type": "integer", "minimum": 0},
-        "blocking_off": _opt_str,
-        "event_overhead_us": _opt_nonneg,
-        "host_bound_calls": {"type": "integer", "minimum": 0},
-        "wall_s": {"type": "object", "additionalProperties": _nonneg},
-        "flags": {"type": "array", "items": {"type": "string"}},
-        # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.
-        "floor_us": _opt_nonneg,
-        "speed_of_light": _opt_nonneg,
-    },
-}
-
-# Which reference run a case's reference_timing (and so its speedup) came from
-# (reference_runs.py): filed in the store, or measured in this run and filed with it.
-REFERENCE_RUN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["source"],
-    "properties": {
-        "source": {"enum": ["store", "measured"]},
-        "file": _opt_str,
-        "run_id": _opt_str,
-        "created_at": _opt_str,
-        "harness_version": _opt_str,
-        "timing_method": {"type": ["integer", "null"]},
-        "torch": _opt_str,
-    },
-}
-
-# Profile mode: what one profiled call launched (profiling.py); diagnostics, never ranked.
-PROFILE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["tool", "what", "calls_total", "duration_us_total", "top"],
-    "properties": {
-        "tool": {"enum": ["ncu", "torch.profiler"]},
-        "report": _opt_str,
-        "what": {"type": "string"},
-        "calls_total": {"type": "integer", "minimum": 0},
-        "duration_us_total": _nonneg,
-        "top": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "calls"],
-                "properties": {"name": {"type": "string"}, "duration_us": _opt_nonneg},
-            },
-        },
-        "note": {"type": "string"},
-    },
-}
-
-CASE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["kind", "index", "id", "spec", "status", "message", "duration_s"],
-    "properties": {
-        "kind": {"enum": list(CASE_KINDS)},
-        "index": {"type": "integer", "minimum": 0},
-        "id": {"type": "string"},
-        "spec": {"type": "object"},
-        "seed": {"type": ["integer", "null"]},
-        "status": {"enum": list(CASE_STATUSES)},
-        "message": {"type": "string"},
-        "duration_s": _nonneg,
-        "timing": TIMING_SCHEMA,
-        "reference_timing": TIMING_SCHEMA,
-        "reference_run": REFERENCE_RUN_SCHEMA,
-        "speedup": _opt_nonneg,
-        "profile": PROFILE_SCHEMA,
-    },
-}
-
-EVALUATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["leaderboard", "submission", "cases", "summary"],
-    "properties": {
-        "leaderboard": {
-            "type": "object",
-            "required": ["name", "ranking_by"],
-            "properties": {
-                "name": {"type": "string", "minLength": 1},
-                "path": {"type": "string"},
-                "ranking_by": {"enum": ["last", "mean", "geom"]},
-                "lang": {"enum": list(LANGS)},
-            },
-        },
-        "submission": {
-            "type": "object",
-            "required": ["path", "sha256", "author"],
-            "properties": {
-                "path": {"type": "string"},
-                "file": {"type": "string"},
-                "author": {"type": "string", "minLength": 1},
-                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                "is_reference": {"type": "boolean"},
-            },
-        },
-        "cases": {"type": "array", "items": CASE_SCHEMA},
-        "summary": {
-            "type": "object",
-            "required": ["status", "tests_passed", "tests_total"],
-            "properties": {
-                "status": {"enum": ["passed", "failed", "skipped"]},
-                "tests_passed": {"type": "integer", "minimum": 0},
-                "tests_total": {"type": "integer", "minimum": 0},
-                "benchmarks_passed": {"type": "integer", "minimum": 0},
-                "benchmarks_total": {"type": "integer", "minimum": 0},
-                "score_us": _opt_nonneg,
-                "score_ci95_us": {"type": ["array", "null"], "items": _nonneg},
-                "reference_score_us": _opt_nonneg,
-                "speedup": _opt_nonneg,
-                "speedup_geomean": _opt_nonneg,  # written by older harnesses; not shown
-                "tied_with_reference": {"type": ["boolean", "null"]},
-                "fast_p": {"type": ["object", "null"], "additionalProperties": _nonneg},
-            },
-        },
-    },
-}
-
-RUN_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": SCHEMA_ID,
-    "type": "object",
-    "required": ["schema", "run_id", "created_at", "mode", "environment", "evaluations"],
-    "properties": {
-        "schema": {"const": SCHEMA_ID},
-        "run_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-        "created_at": {"type": "string", "format": "date-time"},
-        "mode": {"enum": list(MODES)},
-        "harness": {"type": "object"},
-        "seeds": {"type": "object"},
-        "environment": {
-            "type": "object",
-            "required": ["device", "device_kind", "python"],
-            "properties": {
-                "device": {"type": "string", "minLength": 1},
-                "device_kind": {"enum": ["cuda", "cpu"]},
-                "gpu_name": _opt_str,
-                "driver": _opt_str,
-                "cuda": _opt_str,
-                "torch": _opt_str,
-                "triton": _opt_str,
-                "python": {"type": "string"},
-            },
-        },
-        "provenance": {
-            "type": "object",
-            "properties": {
-                "repository": _opt_str,
-                "pull_request": {"type": ["integer", "null"]},
-                "commit": _opt_str,
-                "url": _opt_str,
-            },
-        },
-        "evaluations": {"type": "array", "items": EVALUATION_SCHEMA},
-    },
-}
+# Generated from the typed model (result_model.py): its field types, plus the constraints
+# (minimums, patterns, const) its fields carry in their metadata.
+TIMING_SCHEMA: dict[str, Any] = type_schema(Timing | None)
+RUN_SCHEMA: dict[str, Any] = run_schema()
+_VALIDATOR = jsonschema.Draft202012Validator(RUN_SCHEMA)
 
 
 class RecordError(KernelboardError, ValueError):
@@ -235,8 +74,7 @@ def _non_finite_paths(value: Any, path: str = "$") -> list[str]:
 
 def validate_run(doc: Any) -> None:
     """Raise RecordError naming the first problem: schema violation or a non-finite number."""
-    validator = jsonschema.Draft202012Validator(RUN_SCHEMA)
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    errors = sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         where = "$" + "".join(
@@ -248,25 +86,36 @@ def validate_run(doc: Any) -> None:
         raise RecordError(f"{bad[0]}: not a finite number")
 
 
-def new_run(mode: str, environment: dict[str, Any], harness: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA_ID,
-        "run_id": uuid.uuid4().hex,
-        "created_at": format_utc(now_utc()),
-        "mode": mode,
-        "harness": harness,
-        "environment": environment,
-        "seeds": {},
-        "evaluations": [],
-    }
+def new_run(mode: str, environment: dict[str, Any], harness: Harness) -> Run:
+    """An empty run document: a fresh run id, created now."""
+    return Run(
+        run_id=uuid.uuid4().hex,
+        created_at=format_utc(now_utc()),
+        mode=Mode(mode),
+        harness=harness,
+        environment=Environment.from_json(environment),
+        seeds={},
+        evaluations=(),
+    )
+
+
+def parse_run(doc: Any) -> Run:
+    """A results document, validated, in the typed model (RecordError names the problem)."""
+    validate_run(doc)
+    try:
+        return Run.from_json(doc)
+    except ModelError as exc:
+        raise RecordError(str(exc)) from None
 
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def write_run(doc: dict[str, Any], path: Path) -> None:
+def write_run(doc: Run | dict[str, Any], path: Path) -> None:
     """Validate, then write atomically (a reader never sees half a file)."""
+    if isinstance(doc, Run):
+        doc = doc.to_json()
     validate_run(doc)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

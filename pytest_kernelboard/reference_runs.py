@@ -28,7 +28,8 @@ from typing import Any
 from . import TIMING_METHOD, __version__
 from .cases import BENCHMARK, Case
 from .discovery import SubmissionRef
-from .records import RecordError, sha256_file, validate_run
+from .records import RecordError, parse_run, sha256_file
+from .result_model import Status
 from .store import RESULTS_DIR, record_relpath, slug
 from .task import TaskSpec
 
@@ -139,26 +140,22 @@ def stored_reference_timings(root: Path, identity: ReferenceIdentity) -> dict[st
     runs = []
     for path in folder.glob(f"*-{slug(REFERENCE_AUTHOR)}-*.json"):
         try:
-            run = json.loads(path.read_text())
-            validate_run(run)
+            run = parse_run(json.loads(path.read_text()))
         except (OSError, ValueError, RecordError):
             continue  # not a filed record (results add validates everything it files)
-        runs.append((run["created_at"], path.relative_to(root).as_posix(), run))
+        runs.append((run.created_at, path.relative_to(root).as_posix(), run))
     found: dict[str, ReferenceTiming] = {}
     for _, rel, run in sorted(runs, key=lambda item: (item[0], item[1])):
-        for evaluation in run["evaluations"]:
-            if not identity.matches(run, evaluation):
+        as_json = run.to_json()  # identity.matches and provenance read the stored shape
+        for evaluation, stored in zip(run.evaluations, as_json["evaluations"], strict=True):
+            if not identity.matches(as_json, stored):
                 continue
-            for case in evaluation["cases"]:
-                if (
-                    case["kind"] != BENCHMARK
-                    or case["status"] != "passed"
-                    or not case.get("timing")
-                ):
+            for case in evaluation.cases:
+                if case.kind != BENCHMARK or case.status != Status.PASSED or not case.timing:
                     continue
-                key = case_key(case["kind"], case["index"], case["spec"])
+                key = case_key(case.kind, case.index, case.spec)
                 found[key] = ReferenceTiming(
-                    case["timing"], identity.provenance(STORED, file=rel, run=run)
+                    case.timing.to_json(), identity.provenance(STORED, file=rel, run=as_json)
                 )
     return found
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,24 @@ from .discovery import SubmissionRef
 from .judge import CaseOutcome
 from .records import new_run, sha256_file
 from .reference_runs import reference_ref, stamp_measured
-from .summary import summarize_evaluation
+from .result_model import (
+    ABSENT,
+    CaseKind,
+    CaseRecord,
+    Evaluation,
+    Harness,
+    Leaderboard,
+    Profile,
+    ReferenceRun,
+    Run,
+    Status,
+    Submission,
+    Timing,
+)
+from .summary import evaluation_summary
 from .task import TaskSpec
 from .timing.speed_of_light import with_speed_of_light
+from .vocabulary import Lang, RankingBy
 
 
 @functools.cache
@@ -43,6 +59,49 @@ def _relative(path: Path, root: Path | None) -> str:
     return path.as_posix()
 
 
+@dataclass
+class _Pending:
+    """An evaluation being recorded: its cases arrive one by one; the summary comes last."""
+
+    leaderboard: Leaderboard
+    submission: Submission
+    cases: list[CaseRecord] = field(default_factory=list)
+
+
+def _timing(timing: dict[str, Any] | None) -> Timing | None:
+    """The measurement's timing record (measure.py) in the model, with its speed of light."""
+    timing = with_speed_of_light(timing)
+    return None if timing is None else Timing.from_json(timing)
+
+
+_CASE_KEYS = ("kind", "index", "id", "spec", "seed", "status", "message", "duration_s")
+_CASE_KEYS += ("timing", "reference_timing", "speedup")
+
+
+def case_record(case: Case, outcome: CaseOutcome) -> CaseRecord:
+    """One case's record; the outcome's details (reference_run, profile, ...) after the rest."""
+    details = dict(outcome.details)
+    reference_run = details.pop("reference_run", None)
+    profile = details.pop("profile", None)
+    return CaseRecord(
+        kind=CaseKind(case.kind),
+        index=case.index,
+        id=case.id,
+        spec=case.arguments(0),
+        seed=case.seed,
+        status=Status(outcome.status),
+        message=outcome.message,
+        duration_s=round(outcome.duration_s, 6),
+        timing=_timing(outcome.timing),
+        reference_timing=_timing(outcome.reference_timing),
+        speedup=outcome.speedup,
+        reference_run=ABSENT if reference_run is None else ReferenceRun.from_json(reference_run),
+        profile=ABSENT if profile is None else Profile.from_json(profile),
+        extra=details,
+        key_order=_CASE_KEYS + tuple(outcome.details),
+    )
+
+
 class RunRecorder:
     """Accumulates evaluations during a pytest run and writes the results document."""
 
@@ -50,49 +109,34 @@ class RunRecorder:
         self.mode = mode
         self.root = root
         self.seeds: dict[str, dict[str, int]] = {}
-        self._evaluations: dict[tuple[str, str], dict[str, Any]] = {}
+        self._evaluations: dict[tuple[str, str], _Pending] = {}
         self._tasks: dict[str, TaskSpec] = {}
 
     def evaluation(
         self, task: TaskSpec, ref: SubmissionRef, is_reference: bool = False
-    ) -> dict[str, Any]:
+    ) -> _Pending:
         key = (task.name, str(ref.path))
         if key not in self._evaluations:
             self._tasks[task.name] = task
-            self._evaluations[key] = {
-                "leaderboard": {
-                    "name": task.name,
-                    "path": _relative(task.root, self.root),
-                    "ranking_by": task.ranking_by,
-                    "lang": task.lang,
-                },
-                "submission": {
-                    "path": _relative(ref.path, self.root),
-                    "file": ref.display,
-                    "author": ref.author,
-                    "sha256": sha256_file(ref.path),
-                    "is_reference": is_reference,
-                },
-                "cases": [],
-            }
+            self._evaluations[key] = _Pending(
+                Leaderboard(
+                    name=task.name,
+                    path=_relative(task.root, self.root),
+                    ranking_by=RankingBy(task.ranking_by),
+                    lang=Lang(task.lang),
+                ),
+                Submission(
+                    path=_relative(ref.path, self.root),
+                    file=ref.display,
+                    author=ref.author,
+                    sha256=sha256_file(ref.path),
+                    is_reference=is_reference,
+                ),
+            )
         return self._evaluations[key]
 
     def record(self, task: TaskSpec, ref: SubmissionRef, case: Case, outcome: CaseOutcome) -> None:
-        record = {
-            "kind": case.kind,
-            "index": case.index,
-            "id": case.id,
-            "spec": case.arguments(0),
-            "seed": case.seed,
-            "status": outcome.status,
-            "message": outcome.message,
-            "duration_s": round(outcome.duration_s, 6),
-            "timing": with_speed_of_light(outcome.timing),
-            "reference_timing": with_speed_of_light(outcome.reference_timing),
-            "speedup": outcome.speedup,
-        }
-        record.update(outcome.details)
-        self.evaluation(task, ref)["cases"].append(record)
+        self.evaluation(task, ref).cases.append(case_record(case, outcome))
 
     def record_reference(self, task: TaskSpec, case: Case, timing: dict[str, Any]) -> None:
         """A reference timing measured in this run: a case of the reference's own evaluation,
@@ -106,24 +150,28 @@ class RunRecorder:
     def empty(self) -> bool:
         return not self._evaluations
 
-    def document(self) -> dict[str, Any]:
-        harness = {
-            "version": __version__,
-            "commit": harness_commit(),
-            "timing_method": TIMING_METHOD,
-        }
-        doc = new_run(self.mode, self.environment(), harness)
-        doc["seeds"] = self.seeds
+    def run(self) -> Run:
+        """The run as a typed document (reference runs not yet stamped: see document())."""
+        harness = Harness(version=__version__, commit=harness_commit(), timing_method=TIMING_METHOD)
+        order = {TEST: 0, BENCHMARK: 1}
+        evaluations = []
         # Submissions first, reference runs after them: readers of a PR's run take evaluation 0.
-        evaluations = sorted(
-            self._evaluations.values(), key=lambda e: e["submission"]["is_reference"]
+        for pending in sorted(self._evaluations.values(), key=lambda e: e.submission.is_reference):
+            cases = sorted(pending.cases, key=lambda c: (order[c.kind], c.index))
+            task = self._tasks[pending.leaderboard.name]
+            summary = evaluation_summary([c.to_json() for c in cases], task, self.mode)
+            evaluations.append(
+                Evaluation(pending.leaderboard, pending.submission, tuple(cases), summary)
+            )
+        return replace(
+            new_run(self.mode, self.environment(), harness),
+            seeds=self.seeds,
+            evaluations=tuple(evaluations),
         )
-        for evaluation in evaluations:
-            order = {TEST: 0, BENCHMARK: 1}
-            evaluation["cases"].sort(key=lambda c: (order[c["kind"]], c["index"]))
-            task = self._tasks[evaluation["leaderboard"]["name"]]
-            evaluation["summary"] = summarize_evaluation(evaluation["cases"], task, self.mode)
-            doc["evaluations"].append(evaluation)
+
+    def document(self) -> dict[str, Any]:
+        doc = self.run().to_json()
+        # Filled in on the JSON: both need the finished document's run id and file names.
         stamp_measured(doc)
         from .importers.kernelbench import run_fast_p  # KernelBench's fast_p, over problems
 
@@ -136,11 +184,11 @@ class RunRecorder:
         ('H200x2'): the most ranks any case that ran used."""
         env = devices.environment()
         ranks = [
-            int(case["spec"].get("world_size") or 1)
+            int(case.spec.get("world_size") or 1)
             for evaluation in self._evaluations.values()
-            if self._tasks[evaluation["leaderboard"]["name"]].multi_gpu
-            for case in evaluation["cases"]
-            if case["status"] != "skipped"
+            if self._tasks[evaluation.leaderboard.name].multi_gpu
+            for case in evaluation.cases
+            if case.status != Status.SKIPPED
         ]
         if max(ranks, default=1) > 1:
             env = {**env, "device": devices.device_label(max(ranks), env["device"])}

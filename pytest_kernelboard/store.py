@@ -32,6 +32,7 @@ from .discovery import Catalog, find_repo_root, load_catalog
 from .errors import KernelboardError
 from .names import slug
 from .records import RecordError, read_run, validate_run
+from .result_model import Run
 from .task import TaskError
 from .utc import parse_utc
 
@@ -144,14 +145,13 @@ def _existing_duplicate(root: Path, run: dict[str, Any], index: int) -> Path | N
     sha = run["evaluations"][index]["submission"]["sha256"]
     for path in folder.glob(f"{stamp(run['created_at'])}-*.json"):
         try:
-            other = json.loads(path.read_text())
-            if any(
-                e["submission"]["sha256"] == sha and not e["submission"].get("is_reference")
-                for e in other["evaluations"]
-            ):
-                return path
-        except (OSError, ValueError, KeyError, TypeError):
+            other = Run.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError):
             continue
+        if any(
+            e.submission.sha256 == sha and not e.submission.is_reference for e in other.evaluations
+        ):
+            return path
     return None
 
 
@@ -270,7 +270,9 @@ def load_records(
     records = []
     for path in iter_records(Path(root)):
         try:
-            records.append((path.relative_to(root).as_posix(), json.loads(path.read_text())))
+            doc = json.loads(path.read_text())
+            Run.from_json(doc)  # the model's shape, or on_error names what is wrong
+            records.append((path.relative_to(root).as_posix(), doc))
         except (OSError, ValueError) as exc:
             if on_error is not None:
                 on_error(path, exc)

@@ -6,9 +6,11 @@ under the leaderboard's ranking_by (scoring.speedup). Site, PR comment and expor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .cases import BENCHMARK, TEST
+from .result_model import Status, Summary
 from .task import TaskSpec
 from .timing.scoring import fast_p, rank_us, score, score_interval, speedup
 
@@ -26,42 +28,53 @@ def _score(timings: list[dict[str, Any]], ranking_by: str) -> tuple[float, list[
 
 
 def summarize_evaluation(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -> dict[str, Any]:
+    """The summary as stored: see evaluation_summary."""
+    return evaluation_summary(cases, task, mode).to_json()
+
+
+def evaluation_summary(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -> Summary:
+    """Pass counts of the case records (as stored), and when every benchmark passed with a
+    timing, the score, the reference's score and the speedup; fast_p when any case has one."""
     tests = [c for c in cases if c["kind"] == TEST]
     benchmarks = [c for c in cases if c["kind"] == BENCHMARK]
-    summary: dict[str, Any] = {
-        "status": _status(cases),
-        "tests_passed": sum(c["status"] == "passed" for c in tests),
-        "tests_total": len(tests),
-        "benchmarks_passed": sum(c["status"] == "passed" for c in benchmarks),
-        "benchmarks_total": len(benchmarks),
-        "score_us": None,
-        "score_ci95_us": None,
-        "reference_score_us": None,
-        "speedup": None,
-        "tied_with_reference": None,
-        "fast_p": None,
-    }
+    summary = Summary(
+        status=Status(_status(cases)),
+        tests_passed=sum(c["status"] == "passed" for c in tests),
+        tests_total=len(tests),
+        benchmarks_passed=sum(c["status"] == "passed" for c in benchmarks),
+        benchmarks_total=len(benchmarks),
+        score_us=None,
+        score_ci95_us=None,
+        reference_score_us=None,
+        speedup=None,
+        tied_with_reference=None,
+        fast_p=None,
+    )
     if not benchmarks:
         return summary
     # fast_p describes whatever was timed; a score (and so a speedup) needs every benchmark.
     speedups = [c.get("speedup") for c in benchmarks]
     correct = [c["status"] == "passed" for c in benchmarks]
     if any(s is not None for s in speedups):
-        summary["fast_p"] = {
-            key.removeprefix("fast_"): share for key, share in fast_p(correct, speedups).items()
-        }
-    if all(correct) and all(c.get("timing") for c in benchmarks):
-        summary["score_us"], summary["score_ci95_us"] = _score(
-            [c["timing"] for c in benchmarks], task.ranking_by
+        summary = replace(
+            summary,
+            fast_p={
+                key.removeprefix("fast_"): share for key, share in fast_p(correct, speedups).items()
+            },
         )
+    if all(correct) and all(c.get("timing") for c in benchmarks):
+        score_us, interval = _score([c["timing"] for c in benchmarks], task.ranking_by)
+        summary = replace(summary, score_us=score_us, score_ci95_us=tuple(interval))
         references = [c.get("reference_timing") for c in benchmarks]
         if all(references):
-            summary["reference_score_us"], reference_interval = _score(references, task.ranking_by)
-            if summary["score_us"] > 0:  # a zero score (below the clock's grain) has no ratio
-                summary["speedup"] = speedup(summary["reference_score_us"], summary["score_us"])
-            # Tied: the two scores' intervals overlap, so the data cannot order them.
-            low, high = summary["score_ci95_us"]
-            summary["tied_with_reference"] = (
-                low <= reference_interval[1] and reference_interval[0] <= high
+            reference_us, reference_interval = _score(references, task.ranking_by)
+            low, high = interval
+            summary = replace(
+                summary,
+                reference_score_us=reference_us,
+                # A zero score (below the clock's grain) has no ratio.
+                speedup=speedup(reference_us, score_us) if score_us > 0 else None,
+                # Tied: the two scores' intervals overlap, so the data cannot order them.
+                tied_with_reference=low <= reference_interval[1] and reference_interval[0] <= high,
             )
     return summary
