@@ -12,7 +12,7 @@ from typing import Any
 from .cases import BENCHMARK, TEST
 from .result_model import Status, Summary
 from .task import TaskSpec
-from .timing.scoring import fast_p, rank_us, score, score_interval, speedup
+from .timing.scoring import fast_p, rank_us, score, score_interval, speedup, tied
 
 
 def _status(cases: list[dict[str, Any]]) -> str:
@@ -68,13 +68,11 @@ def evaluation_summary(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -
         references = [c.get("reference_timing") for c in benchmarks]
         if all(references):
             reference_us, reference_interval = _score(references, task.ranking_by)
-            low, high = interval
             summary = replace(
                 summary,
                 reference_score_us=reference_us,
                 # A zero score (below the clock's grain) has no ratio.
                 speedup=speedup(reference_us, score_us) if score_us > 0 else None,
-                # Tied: the two scores' intervals overlap, so the data cannot order them.
-                tied_with_reference=low <= reference_interval[1] and reference_interval[0] <= high,
+                tied_with_reference=tied(score_us, interval, reference_us, reference_interval),
             )
     return summary

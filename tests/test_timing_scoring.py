@@ -118,3 +118,15 @@ def test_fast_p_custom_thresholds_and_validation():
         fast_p([True], [1.0, 2.0])
     with pytest.raises(ValueError):
         fast_p([], [])
+
+
+def test_scores_tie_when_their_intervals_overlap_or_they_are_within_the_run_to_run_tolerance():
+    from pytest_kernelboard.timing.scoring import TIE_TOLERANCE, tied
+
+    # Tight, disjoint intervals 1% apart: one run's samples cannot see the between-run spread.
+    assert tied(101.0, (100.8, 101.2), 100.0, (99.8, 100.2))
+    # Disjoint and further apart than the tolerance: ordered.
+    far = 100.0 * (1 + 2 * TIE_TOLERANCE)
+    assert not tied(far, (far - 0.1, far + 0.1), 100.0, (99.9, 100.1))
+    # Wide, overlapping intervals: tied however far the point estimates are.
+    assert tied(110.0, (95.0, 125.0), 100.0, (90.0, 105.0))

@@ -138,6 +138,25 @@ def speedup(reference_us: float, submission_us: float) -> float:
     return reference_us / submission_us
 
 
+# Two scores closer than this are one result: the same code, timed in two independent runs
+# (fresh worker, fresh inputs, another memory placement), moves by up to about this much on an
+# H100 (docs/benchmarks.md), while each run's own interval only sees its samples' spread.
+TIE_TOLERANCE = 0.02
+
+
+def tied(
+    score_us: float,
+    interval: Sequence[float],
+    reference_us: float,
+    reference_interval: Sequence[float],
+) -> bool:
+    """Whether the data cannot order a score and the reference's: their intervals overlap, or
+    they differ by less than TIE_TOLERANCE, the spread of the same code between runs."""
+    overlap = interval[0] <= reference_interval[1] and reference_interval[0] <= interval[1]
+    close = abs(score_us - reference_us) <= TIE_TOLERANCE * reference_us
+    return overlap or close
+
+
 def fast_p_key(p: float) -> str:
     """'fast_0', 'fast_0.5', 'fast_1', ... (KernelBench's names)."""
     return f"fast_{p:g}"
