@@ -17,6 +17,7 @@ from . import devices
 from .cases import Case
 from .cloning import clone_data
 from .timing.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
+from .timing.preroll import LAUNCH_ALLOWANCE_US
 from .timing.stats import RunningMedian, summarize
 from .timing.stopping import StoppingRule, Warmup
 
@@ -24,13 +25,8 @@ from .timing.stopping import StoppingRule, Warmup
 # is the median, which ignores the slowest and the fastest calls; that is only sound when each
 # of them was right (a kernel that is fast and wrong on half its calls must not set the median).
 
-# Host time inside a call is free up to this allowance, the grace a kernel gets when launched
-# into a busy stream; beyond it the host time is the call's time (blocked calls, below). The
-# fallback GPU pre-roll (worker.time_call, when the stream cannot be held) covers the
-# harness's own measured host path plus this much of the submission's; the judge never lets a
-# pre-roll exceed MAX_PREROLL_US.
-LAUNCH_ALLOWANCE_US = 30.0
-MAX_PREROLL_US = 200.0
+# LAUNCH_ALLOWANCE_US (host time inside a call that is free) and the fallback pre-roll belong
+# to the pre-roll policy (timing/preroll.py).
 # A case whose calls spend much more wall time than device time has work the events missed
 # (an unknown stream, host threads): it is then timed by the host-side bound instead.
 UNACCOUNTED_MIN_US = 100.0

@@ -21,6 +21,7 @@ from .distributed import make_judge
 from .evalpy import EvalPyJudge, is_evalpy_task
 from .judge import Skip, SubmissionJudge, generate_input
 from .task import TaskError, TaskSpec
+from .worker.protocol import ErrorKind
 
 if TYPE_CHECKING:
     from .plugin import KernelboardState
@@ -153,7 +154,8 @@ class LeaderboardSelfCheck:
             pytest.skip(outcome.message)
         # Under its own eval.py a stub template's exception ends the script: only a hang fails.
         crashed = outcome.status == "crashed" and not is_evalpy_task(self.task)
-        if crashed or outcome.status == "timeout" or "defines no callable" in outcome.message:
+        no_entry = outcome.error_kind is ErrorKind.NO_ENTRY
+        if crashed or outcome.status == "timeout" or no_entry:
             pytest.fail(f"template {path.name}: {outcome.message}", pytrace=False)
 
     def check_solution(self, path: Path, expect_pass: bool) -> None:

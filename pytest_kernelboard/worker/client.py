@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import Any
 
 from .. import transport as pickles
-from . import sandbox, transport, wire
+from . import protocol, sandbox, transport, wire
 from .environment import default_cache_dir, worker_environment
+from .protocol import ErrorKind, Op
 
 LOG_TAIL_CHARS = 2000
 SEND_TIMEOUT_S = 120
@@ -31,11 +32,22 @@ SEND_TIMEOUT_S = 120
 class WorkerFailure(Exception):
     """A request did not produce a reply: the worker raised, died, or ran out of time.
 
-    `status` is the case status it maps to: error, crashed or timeout.
+    `status` is the case status it maps to: error, crashed or timeout. `kind` is what the
+    worker's error reply said went wrong (protocol.ErrorKind), None where the judge itself
+    gave the verdict (a death, a deadline, a broken protocol); `exception` the class name of
+    what raised in the worker, where something did.
     """
 
-    def __init__(self, status: str, message: str):
+    def __init__(
+        self,
+        status: str,
+        message: str,
+        kind: ErrorKind | None = None,
+        exception: str | None = None,
+    ):
         self.status = status
+        self.kind = kind
+        self.exception = exception
         super().__init__(message)
 
 
@@ -195,13 +207,13 @@ class WorkerProcess:
         """One request on the wire, pickled with the leaderboard's classes by name."""
         self.conn.send_bytes(pickles.dumps(message, self.trusted))
 
-    def request(self, op: str, timeout_s: float, **payload: Any) -> Reply:
+    def request(self, op: Op, timeout_s: float, **payload: Any) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after."""
         host_transport = self._host_transport(payload)
         trace_path = self._trace_through_outbox(payload)
         started = time.perf_counter()
         try:
-            self.send({"op": op, **payload})
+            self.send({"op": Op(op).value, **payload})
         except BlockingIOError:  # SO_SNDTIMEO: the worker stopped reading
             self.kill()
             raise WorkerFailure(
@@ -236,14 +248,14 @@ class WorkerProcess:
         elapsed = time.perf_counter() - started
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
-            raise WorkerFailure("error", self._judge_paths(reply["error"]) + self._log_note())
+            raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
         if host_transport and "output" in reply:
             reply["output"] = transport.to_device(reply["output"])
         if trace_path is not None:
             shutil.move(payload["trace_path"], trace_path)
         return Reply(reply, elapsed, (ready_at - sent) * 1e6, host_transport)
 
-    def _receive(self, op: str, deadline: float, timeout_s: float) -> dict[str, Any]:
+    def _receive(self, op: Op, deadline: float, timeout_s: float) -> dict[str, Any]:
         """One reply, read as untrusted data: by the deadline, capped, data-only unpickling,
         checked keys."""
         try:
@@ -260,7 +272,7 @@ class WorkerProcess:
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
         try:
             # Data only, plus the leaderboard's own classes (transport.py); then checked keys.
-            return wire.validate(op, pickles.loads(data, self.trusted))
+            return protocol.validate(op, pickles.loads(data, self.trusted))
         except (wire.ProtocolError, pickles.RefusedGlobal, pickle.UnpicklingError) as exc:
             self.kill()
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
@@ -293,13 +305,13 @@ class WorkerProcess:
         return message
 
     def ping(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        return self.request("ping", timeout_s).payload
+        return self.request(Op.PING, timeout_s).payload
 
     def load(
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
         stage_dir = self.stage(stage_dir)
-        self.request("load", timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
+        self.request(Op.LOAD, timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
 
     def stage(self, stage_dir: Path) -> Path:
         """Where this worker sees the staged files: the sandbox's slot (bound read-only from
@@ -357,12 +369,18 @@ class WorkerProcess:
     def close(self, timeout_s: float = 5.0) -> None:
         if self.alive:
             try:
-                self.send({"op": "exit"})
+                self.send({"op": Op.EXIT.value})
                 self.process.wait(timeout=timeout_s)
             except Exception:  # a polite exit only; the kill below is what counts
                 pass
         self.kill()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def failure_of(reply: dict[str, Any], message: str) -> WorkerFailure:
+    """The WorkerFailure of a validated error reply. The worker only ever reports "error":
+    crashed and timeout are the judge's verdicts; the reply's kind says what the error was."""
+    return WorkerFailure("error", message, protocol.error_kind(reply), reply.get("exception"))
 
 
 def _has_cuda_tensor(obj: Any) -> bool:

@@ -24,7 +24,9 @@ from pytest_kernelboard.builds import (
 )
 from pytest_kernelboard.cloning import clone_data
 from pytest_kernelboard.timing.floors import aliased_bytes
+from pytest_kernelboard.timing.preroll import proposed_preroll_us
 from pytest_kernelboard.worker import transport
+from pytest_kernelboard.worker.protocol import ErrorKind, Op, error_reply, needs_cuda
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.sandbox import apply_limits
 
@@ -160,7 +162,7 @@ class Worker:
 
             self.kernel = model_kernel(loaded.ModelNew)
         if not callable(self.kernel):
-            return {"error": f"{module}.py defines no callable {entry}(data)", "kind": "error"}
+            return error_reply(f"{module}.py defines no callable {entry}(data)", ErrorKind.NO_ENTRY)
         return {}
 
     def call(self, data: Any) -> dict:
@@ -328,7 +330,7 @@ class Worker:
         try:
             bare = [self.time_call(None, flush_bytes) for _ in range(calls)]
             dispatch = sorted(r["dispatch_us"] for r in bare)[int(0.9 * (calls - 1))]
-            preroll_us = dispatch + launch_allowance_us
+            preroll_us = proposed_preroll_us(dispatch, launch_allowance_us)
             replies = [self.time_call(None, flush_bytes, preroll_us) for _ in range(calls)]
         finally:
             self.kernel = kernel
@@ -357,13 +359,13 @@ class Worker:
 
     def serve(self) -> None:
         handlers = {
-            "load": self.load,
-            "call": self.call,
-            "time": self.time_call,
-            "calibrate": self.calibrate,
-            "profile": self.profile_call,
-            "init_group": lambda **kw: init_group(self, **kw),
-            "echo": self.echo,
+            Op.LOAD: self.load,
+            Op.CALL: self.call,
+            Op.TIME: self.time_call,
+            Op.CALIBRATE: self.calibrate,
+            Op.PROFILE: self.profile_call,
+            Op.INIT_GROUP: lambda **kw: init_group(self, **kw),
+            Op.ECHO: self.echo,
         }
         while True:
             try:
@@ -371,10 +373,10 @@ class Worker:
             except EOFError:
                 return
             op = request.pop("op")
-            if op == "exit":
+            if op == Op.EXIT:
                 self.conn.send({})
                 return
-            if op == "ping":
+            if op == Op.PING:
                 self.conn.send({"pid": os.getpid(), "cuda": self.cuda})
                 continue
             started = time.perf_counter()
@@ -383,22 +385,23 @@ class Worker:
                 if host_transport:  # inputs came as host tensors: onto the GPU, untimed
                     request["data"] = transport.to_device(request["data"])
                     self.torch.cuda.synchronize()
-                reply = handlers[op](**request)
+                reply = handlers[Op(op)](**request)
                 if host_transport and "output" in reply:
                     reply["output"] = transport.to_host(reply["output"])
             except SystemExit as exc:
-                reply = {"error": f"the submission called exit({exc.code})", "kind": "error"}
+                reply = error_reply(f"the submission called exit({exc.code})", ErrorKind.EXIT)
             except BaseException as exc:  # participant code may raise anything
-                reply = {
-                    "error": trimmed_traceback(exc, self.stage_dir or Path.cwd()),
-                    "kind": "error",
-                    "exception": type(exc).__name__,
-                }
+                message = trimmed_traceback(exc, self.stage_dir or Path.cwd())
+                # Classified here, where the exception is: the judge decides by kind, not text.
+                kind = ErrorKind.NEEDS_CUDA if needs_cuda(message) else ErrorKind.ERROR
+                reply = error_reply(message, kind, type(exc).__name__)
             reply["elapsed_s"] = time.perf_counter() - started
             try:
                 self.conn.send(reply)
             except Exception as exc:
-                self.conn.send({"error": f"the output cannot be sent back: {exc}", "kind": "error"})
+                self.conn.send(
+                    error_reply(f"the output cannot be sent back: {exc}", ErrorKind.UNSENDABLE)
+                )
 
 
 def main() -> None:
