@@ -26,6 +26,38 @@ RUN_NAME_RE = re.compile(r"^kernelboard #(?P<pr>[0-9]{1,9}) @ (?P<sha>[0-9a-f]{4
 EVALUATE_PATH = ".github/workflows/evaluate.yml"
 
 
+class RankInputError(KernelboardError):
+    """What a pull request's rank line needs (the leaderboards, the stored records) cannot be
+    read; the message names the file."""
+
+
+def rank_inputs(
+    root: Path, leaderboard: str | None = None
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """The leaderboards and every stored record, for the rank line; RankInputError naming
+    the pull request's leaderboard's load error, or each unreadable record (a rank computed
+    without a record that could not be read would be wrong without saying so)."""
+    from ..discovery import load_catalog
+    from ..task import TaskError
+
+    try:
+        catalog = load_catalog(Path(root))
+    except TaskError as exc:
+        raise RankInputError(f"the leaderboards do not load: {exc}") from None
+    if leaderboard is not None and leaderboard in catalog.errors:
+        raise RankInputError(
+            f"leaderboard {leaderboard!r} does not load: {catalog.errors[leaderboard]}"
+        )
+    tasks = catalog.tasks
+    unreadable: list[str] = []
+    records = store.load_records(
+        Path(root), lambda path, exc: unreadable.append(f"{path}: {type(exc).__name__}: {exc}")
+    )
+    if unreadable:
+        raise RankInputError("unreadable result records: " + "; ".join(unreadable))
+    return tasks, records
+
+
 class PipelineError(KernelboardError, RuntimeError):
     """A pipeline step refused or failed; the message says which and why."""
 
