@@ -184,6 +184,7 @@ class RankGroup:
             "stopped; the next case starts a new process group)",
             failure.kind,
             failure.exception,
+            failure.module,
         )
 
     def kill(self) -> None:

@@ -57,6 +57,7 @@ class CaseOutcome:
     # What the worker's error reply said went wrong (protocol.ErrorKind), where one did; not
     # recorded: it is for decisions, the message is for people.
     error_kind: ErrorKind | None = None
+    missing_module: str | None = None  # with ErrorKind.MISSING_MODULE: the import that failed
 
     @property
     def passed(self) -> bool:
@@ -311,7 +312,9 @@ class SubmissionJudge:
         message = str(failure).replace(staged, str(self.submission))
         if not self.use_cuda and lacks_cuda(failure):
             return CaseOutcome("skipped", "needs CUDA, which this machine lacks:\n" + message)
-        return CaseOutcome(failure.status, message, error_kind=failure.kind)
+        return CaseOutcome(
+            failure.status, message, error_kind=failure.kind, missing_module=failure.module
+        )
 
 
 def lacks_cuda(failure: WorkerFailure) -> bool:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.judge import SubmissionJudge, lacks_cuda
+from pytest_kernelboard.judge import CaseOutcome, SubmissionJudge, lacks_cuda
 from pytest_kernelboard.reference_loader import LeaderboardModules
+from pytest_kernelboard.selfcheck import outcome_missing_package
 from pytest_kernelboard.task import load_task
 from pytest_kernelboard.timing.preroll import (
     MAX_PREROLL_US,
@@ -128,6 +129,13 @@ SOURCES = {
                 raise RuntimeError("Found no NVIDIA driver on your system")
             if data == "exit":
                 sys.exit(3)
+            if data == "import":
+                import kb_no_such_module.inner  # noqa: F401
+            if data == "wrapped":
+                try:
+                    import kb_no_such_toolchain  # noqa: F401
+                except ImportError as exc:
+                    raise RuntimeError("the toolchain did not start") from exc
             if data == "local":
                 class Local:  # copied fine, but a local class cannot be pickled back
                     pass
@@ -167,6 +175,8 @@ def test_a_module_without_its_entry_point_is_no_entry(worker, staged):
         ("cuda", ErrorKind.NEEDS_CUDA, "RuntimeError"),
         ("exit", ErrorKind.EXIT, None),
         ("local", ErrorKind.UNSENDABLE, None),
+        ("import", ErrorKind.MISSING_MODULE, "ModuleNotFoundError"),
+        ("wrapped", ErrorKind.MISSING_MODULE, "RuntimeError"),
     ],
 )
 def test_what_went_wrong_in_a_call_arrives_as_its_kind(worker, staged, data, kind, exception):
@@ -176,6 +186,8 @@ def test_what_went_wrong_in_a_call_arrives_as_its_kind(worker, staged, data, kin
         worker.request(Op.CALL, 60, data=data)
     assert (caught.value.status, caught.value.kind) == ("error", kind), str(caught.value)
     assert caught.value.exception == exception
+    missing = {"import": "kb_no_such_module", "wrapped": "kb_no_such_toolchain"}.get(data)
+    assert caught.value.module == missing
 
 
 def test_the_template_check_fails_a_template_without_an_entry_point(tmp_path):
@@ -188,3 +200,28 @@ def test_the_template_check_fails_a_template_without_an_entry_point(tmp_path):
     finally:
         judge.close()
     assert (outcome.status, outcome.error_kind) == ("error", ErrorKind.NO_ENTRY), outcome.message
+
+
+@pytest.mark.parametrize(
+    ("outcome", "package"),
+    [
+        (
+            CaseOutcome(
+                "error", "x", error_kind=ErrorKind.MISSING_MODULE, missing_module="jax.numpy"
+            ),
+            "jax",
+        ),
+        (
+            CaseOutcome(
+                "error", "x", error_kind=ErrorKind.MISSING_MODULE, missing_module="jaxtyping"
+            ),
+            None,
+        ),
+        # A reply's kind decides, whatever its text quotes.
+        (CaseOutcome("error", "No module named 'jax'", error_kind=ErrorKind.ERROR), None),
+        # No reply (an eval.py run, a dead worker): the message is all there is.
+        (CaseOutcome("crashed", "ModuleNotFoundError: No module named 'jaxlib.xla'"), "jaxlib"),
+    ],
+)
+def test_a_missing_optional_package_is_read_from_the_kind(outcome, package):
+    assert outcome_missing_package(outcome) == package

@@ -35,7 +35,7 @@ class WorkerFailure(Exception):
     `status` is the case status it maps to: error, crashed or timeout. `kind` is what the
     worker's error reply said went wrong (protocol.ErrorKind), None where the judge itself
     gave the verdict (a death, a deadline, a broken protocol); `exception` the class name of
-    what raised in the worker, where something did.
+    what raised in the worker, where something did; `module` what a failed import named.
     """
 
     def __init__(
@@ -44,10 +44,12 @@ class WorkerFailure(Exception):
         message: str,
         kind: ErrorKind | None = None,
         exception: str | None = None,
+        module: str | None = None,
     ):
         self.status = status
         self.kind = kind
         self.exception = exception
+        self.module = module
         super().__init__(message)
 
 
@@ -380,7 +382,8 @@ class WorkerProcess:
 def failure_of(reply: dict[str, Any], message: str) -> WorkerFailure:
     """The WorkerFailure of a validated error reply. The worker only ever reports "error":
     crashed and timeout are the judge's verdicts; the reply's kind says what the error was."""
-    return WorkerFailure("error", message, protocol.error_kind(reply), reply.get("exception"))
+    kind = protocol.error_kind(reply)
+    return WorkerFailure("error", message, kind, reply.get("exception"), reply.get("module"))
 
 
 def _has_cuda_tensor(obj: Any) -> bool:

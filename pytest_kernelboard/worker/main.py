@@ -26,7 +26,7 @@ from pytest_kernelboard.cloning import clone_data
 from pytest_kernelboard.timing.floors import aliased_bytes
 from pytest_kernelboard.timing.preroll import proposed_preroll_us
 from pytest_kernelboard.worker import transport
-from pytest_kernelboard.worker.protocol import ErrorKind, Op, error_reply, needs_cuda
+from pytest_kernelboard.worker.protocol import ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.sandbox import apply_limits
 
@@ -393,8 +393,8 @@ class Worker:
             except BaseException as exc:  # participant code may raise anything
                 message = trimmed_traceback(exc, self.stage_dir or Path.cwd())
                 # Classified here, where the exception is: the judge decides by kind, not text.
-                kind = ErrorKind.NEEDS_CUDA if needs_cuda(message) else ErrorKind.ERROR
-                reply = error_reply(message, kind, type(exc).__name__)
+                kind, module = classify(exc, message)
+                reply = error_reply(message, kind, type(exc).__name__, module)
             reply["elapsed_s"] = time.perf_counter() - started
             try:
                 self.conn.send(reply)

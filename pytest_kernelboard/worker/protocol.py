@@ -46,6 +46,7 @@ class ErrorKind(enum.StrEnum):
     UNSENDABLE = "unsendable"  # the reply (its output) could not be pickled back
     NEEDS_CUDA = "needs_cuda"  # what raised says this machine has no CUDA (a skip, on CPU)
     PORT_TAKEN = "port_taken"  # the process group's port was taken before rank 0 bound it
+    MISSING_MODULE = "missing_module"  # an import failed: `module` names what is not installed
 
 
 # Messages that mean "this machine has no CUDA", not "the code is wrong".
@@ -64,12 +65,39 @@ def needs_cuda(message: str) -> bool:
     return bool(_NEEDS_CUDA.search(message))
 
 
-def error_reply(message: str, kind: ErrorKind, exception: str | None = None) -> dict[str, Any]:
+def error_reply(
+    message: str, kind: ErrorKind, exception: str | None = None, module: str | None = None
+) -> dict[str, Any]:
     """An error reply as it goes on the wire: plain strings only."""
     reply: dict[str, Any] = {"error": message, "kind": ErrorKind(kind).value}
     if exception is not None:
         reply["exception"] = exception
+    if module is not None:
+        reply["module"] = module
     return reply
+
+
+def classify(exc: BaseException, message: str) -> tuple[ErrorKind, str | None]:
+    """The kind of what raised in the worker (and the module a failed import names), decided
+    where the exception is, so the judge never reads the message to decide."""
+    if needs_cuda(message):
+        return ErrorKind.NEEDS_CUDA, None
+    module = _missing_module(exc)
+    if module is not None:
+        return ErrorKind.MISSING_MODULE, module
+    return ErrorKind.ERROR, None
+
+
+def _missing_module(exc: BaseException | None) -> str | None:
+    """The module a ModuleNotFoundError names, in exc or in what caused it (a toolchain that
+    wraps its failed import in an error of its own)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            return exc.name
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 # -- requests: what each op carries besides "op" ------------------------------------------------
@@ -168,6 +196,8 @@ def validate(op: str, reply: Any) -> dict[str, Any]:
             raise ProtocolError(f"an error reply's kind {reply.get('kind')!r} is not known")
         if not isinstance(reply.get("exception", ""), str):
             raise ProtocolError("an error reply's exception name must be text")
+        if not isinstance(reply.get("module", ""), str):
+            raise ProtocolError("an error reply's module name must be text")
         return reply
     optional = OPTIONAL_KEYS.get(op, {})
     for key, kind in [*REPLY_KEYS.get(op, {}).items(), *optional.items()]:
