@@ -77,3 +77,21 @@ def test_pr_comment_shows_an_unreadable_record_in_place_of_the_rank(repo, tmp_pa
     assert "**Rank:** unavailable (unreadable result records: " in body
     assert "broken.json" in body
     assert "no ranks in the comment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("index", "problem"),
+    [
+        ("{ nope", r"outcomes\.json is not JSON"),
+        ('{"device": "CPU"}', r"outcomes\.json must be a list of device outcomes"),
+        ('[{"run": null}]', r"outcomes\.json: entry 0 has no 'device' name"),
+    ],
+)
+def test_a_broken_outcomes_index_is_named(tmp_path, capsys, index, problem):
+    (tmp_path / "outcomes.json").write_text(index)
+    with pytest.raises(pipeline.PipelineError, match=problem):
+        pipeline.load_outcomes(tmp_path)
+    gate_path = tmp_path / "gate.json"
+    gate_path.write_text(json.dumps(make_gate().to_json()))
+    code = main(["pr", "comment", "--gate", str(gate_path), "--verified", str(tmp_path)])
+    assert code == 1 and "outcomes.json" in capsys.readouterr().err  # no traceback

@@ -189,7 +189,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
     try:
         gate = _load_gate(args.gate)
         outcomes = pipeline.load_outcomes(Path(args.verified)) if args.verified else []
-    except (OSError, ValueError, RecordError) as exc:
+    except (OSError, ValueError, RecordError, pipeline.PipelineError) as exc:
         return _err("comment", exc)
     # A broken catalog or record must not hide the results: the comment goes out, its rank
     # line saying what could not be read (and the log too).

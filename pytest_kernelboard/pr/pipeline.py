@@ -273,10 +273,20 @@ def save_outcomes(outcomes: list[DeviceOutcome], out_dir: Path) -> None:
 
 
 def load_outcomes(out_dir: Path) -> list[DeviceOutcome]:
+    """The outcomes save_outcomes wrote; PipelineError naming the file and entry when the
+    index is not what it wrote."""
     out_dir = Path(out_dir)
-    index = json.loads((out_dir / "outcomes.json").read_text())
+    path = out_dir / "outcomes.json"
+    try:
+        index = json.loads(path.read_text())
+    except ValueError as exc:
+        raise PipelineError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(index, list):
+        raise PipelineError(f"{path} must be a list of device outcomes")
     outcomes = []
-    for entry in index:
+    for number, entry in enumerate(index):
+        if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
+            raise PipelineError(f"{path}: entry {number} has no 'device' name")
         run = read_run(out_dir / entry["run"]) if entry.get("run") else None
         outcomes.append(DeviceOutcome(entry["device"], run, entry.get("problem")))
     return outcomes
