@@ -174,6 +174,8 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
         "wall_gap_us": NUMBER,
         "preroll_us": NUMBER,
     },
+    Op.INIT_GROUP.value: {"rank": int, "world_size": int, "backend": str},
+    Op.ECHO.value: {"output": object},
     Op.EXIT.value: {},
 }
 _SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
