@@ -39,8 +39,6 @@ from .judge import (
     seed_everything,
 )
 from .measure import (
-    LAUNCH_ALLOWANCE_US,
-    MAX_PREROLL_US,
     CaseTimer,
     Measurement,
     Progress,
@@ -50,13 +48,14 @@ from .reference_loader import LeaderboardModules
 from .staging import stage
 from .task import TaskSpec
 from .timing.floors import clock_drop_flag
-from .worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
+from .timing.preroll import LAUNCH_ALLOWANCE_US, preroll_for
+from .worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
+from .worker.protocol import ErrorKind, Op
 
 # gloo on CPU runs any world_size up to this many processes (CI has few cores).
 CPU_MAX_WORLD_SIZE = 4
 # A port taken between our probe and rank 0's bind is retried with a fresh one.
 PORT_ATTEMPTS = 3
-_PORT_TAKEN = ("address already in use", "eaddrinuse")
 
 
 def free_port() -> int:
@@ -102,10 +101,10 @@ class RankGroup:
 
     def start(self, stage_dir: Path, module: str, entry: str, timeout_s: float) -> None:
         """Ping, import the module on every rank, then join the process group."""
-        self.request("ping", STARTUP_TIMEOUT_S)
+        self.request(Op.PING, STARTUP_TIMEOUT_S)
         try:
             self.request(
-                "load",
+                Op.LOAD,
                 timeout_s,
                 per_rank=[{"stage_dir": str(w.stage(stage_dir))} for w in self.workers],
                 module=module,
@@ -116,7 +115,7 @@ class RankGroup:
             raise
         self.port = free_port()
         self.request(
-            "init_group",
+            Op.INIT_GROUP,
             STARTUP_TIMEOUT_S,
             per_rank=[{"rank": r} for r in range(self.world_size)],
             world_size=self.world_size,
@@ -127,7 +126,7 @@ class RankGroup:
 
     def request(
         self,
-        op: str,
+        op: Op,
         timeout_s: float,
         per_rank: list[dict[str, Any]] | None = None,
         **common: Any,
@@ -139,7 +138,7 @@ class RankGroup:
         """
         started = time.perf_counter()
         for rank, worker in enumerate(self.workers):
-            message = {"op": op, **common, **(per_rank[rank] if per_rank else {})}
+            message = {"op": Op(op).value, **common, **(per_rank[rank] if per_rank else {})}
             try:
                 worker.send(message)
             except (BrokenPipeError, ConnectionResetError, OSError):
@@ -170,9 +169,7 @@ class RankGroup:
                     self._fail(rank, failure)
                 if "error" in reply:
                     note = self.workers[rank]._log_note()
-                    self._fail(
-                        rank, WorkerFailure(reply.get("kind", "error"), reply["error"] + note)
-                    )
+                    self._fail(rank, failure_of(reply, reply["error"] + note))
                 replies[rank] = Reply(reply, time.perf_counter() - started)
             for rank, worker in enumerate(self.workers):
                 if rank not in replies and not worker.alive and worker.conn not in ready:
@@ -185,6 +182,9 @@ class RankGroup:
             failure.status,
             f"rank {rank} of {self.world_size}: {failure}\n(all {self.world_size} ranks were "
             "stopped; the next case starts a new process group)",
+            failure.kind,
+            failure.exception,
+            failure.module,
         )
 
     def kill(self) -> None:
@@ -197,11 +197,6 @@ class RankGroup:
         for worker in self.workers:
             worker.kill()
             shutil.rmtree(worker.home, ignore_errors=True)
-
-
-def _port_taken(failure: WorkerFailure) -> bool:
-    text = str(failure).lower()
-    return any(marker in text for marker in _PORT_TAKEN)
 
 
 def start_group(
@@ -221,7 +216,7 @@ def start_group(
             return group
         except WorkerFailure as failure:
             group.kill()
-            if _port_taken(failure) and attempt + 1 < PORT_ATTEMPTS:
+            if failure.kind is ErrorKind.PORT_TAKEN and attempt + 1 < PORT_ATTEMPTS:
                 continue
             raise
     raise AssertionError("unreachable")
@@ -256,7 +251,7 @@ class ReferenceRanks:
                 self.task.test_timeout,
             )
         replies = group.request(
-            "call", self.task.test_timeout, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
+            Op.CALL, self.task.test_timeout, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
         )
         return [copy.deepcopy(reply.payload["output"]) for reply in replies]
 
@@ -370,7 +365,7 @@ class DistributedJudge(SubmissionJudge):
         group = self.group(case)
         self.settle()
         replies = group.request(
-            "call", timeout_s, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
+            Op.CALL, timeout_s, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
         )
         outputs = [copy.deepcopy(r.payload["output"]) for r in replies]
         ok, message = self.check_ranks(pristine, outputs)
@@ -386,7 +381,7 @@ class DistributedJudge(SubmissionJudge):
             payloads = [
                 r.payload
                 for r in group.request(
-                    "calibrate",
+                    Op.CALIBRATE,
                     STARTUP_TIMEOUT_S,
                     flush_bytes=plan.flush_bytes,
                     launch_allowance_us=LAUNCH_ALLOWANCE_US,
@@ -397,8 +392,8 @@ class DistributedJudge(SubmissionJudge):
                 key: max(p[key] for p in payloads)
                 for key in ("empty_device_us", "wall_gap_us", "harness_dispatch_us", "preroll_us")
             }
-            self._calibration["preroll_us"] = min(self._calibration["preroll_us"], MAX_PREROLL_US)
-        preroll_us = (self._calibration or {}).get("preroll_us", 0.0)
+            self._calibration["preroll_us"] = preroll_for(self._calibration)
+        preroll_us = preroll_for(self._calibration)
         per_call: list[list[float]] = []  # every call's device time on each rank
 
         def request_time(data: list[Any], flush_bytes: int, remaining_s: float) -> dict[str, Any]:
@@ -406,7 +401,7 @@ class DistributedJudge(SubmissionJudge):
             replies = [
                 r.payload
                 for r in group.request(
-                    "time",
+                    Op.TIME,
                     remaining_s,
                     per_rank=[{"data": d} for d in data],
                     flush_bytes=flush_bytes,

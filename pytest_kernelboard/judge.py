@@ -7,7 +7,6 @@ leaderboard's own check_implementation.
 
 from __future__ import annotations
 
-import re
 import time
 import traceback
 from collections.abc import Callable
@@ -20,8 +19,6 @@ from .builds import build_budget_failure, compile_timeout, write_build_spec
 from .cases import Case
 from .cloning import clone_data
 from .measure import (
-    LAUNCH_ALLOWANCE_US,
-    MAX_PREROLL_US,
     CaseTimer,
     Measurement,
     Progress,
@@ -32,25 +29,14 @@ from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardModules
 from .staging import module_name, stage
 from .task import TaskSpec
+from .timing.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from .timing.scoring import rank_us, speedup
 from .worker.client import WorkerFailure, WorkerPool, WorkerProcess
+from .worker.protocol import ErrorKind, Op, needs_cuda
 
-# Messages that mean "this machine has no CUDA", not "the code is wrong".
-_NEEDS_CUDA = re.compile(
-    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
-    r"|CUDA_HOME environment variable is not set|no CUDA-capable device|CUDA driver version"
-    r"|No module named '(cupy|cuda|pycuda)'|libcuda\.so|nvcc: not found|could not find nvcc"
-    r"|cudaErrorNoDevice|Triton .*requires.*GPU|0 active drivers"
-    r"|Cannot get CUDA generator|without ATen_cuda library",
-    re.IGNORECASE,
-)
 STARTUP_TIMEOUT_S = 120.0
 EARLIER_TIMEOUT = "skipped: an earlier case timed out"
 PROFILER_EXIT_GRACE_S = 120.0
-
-
-def needs_cuda(message: str) -> bool:
-    return bool(_NEEDS_CUDA.search(message))
 
 
 class Skip(Exception):
@@ -68,6 +54,10 @@ class CaseOutcome:
     reference_timing: dict[str, Any] | None = None
     speedup: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # What the worker's error reply said went wrong (protocol.ErrorKind), where one did; not
+    # recorded: it is for decisions, the message is for people.
+    error_kind: ErrorKind | None = None
+    missing_module: str | None = None  # with ErrorKind.MISSING_MODULE: the import that failed
 
     @property
     def passed(self) -> bool:
@@ -202,7 +192,7 @@ class SubmissionJudge:
         worker = self.worker()
         worker_copy = clone_data(pristine)
         self.settle()
-        reply = worker.request("call", timeout_s, data=worker_copy)
+        reply = worker.request(Op.CALL, timeout_s, data=worker_copy)
         self._last_call_us = reply.elapsed_s * 1e6
         output = clone_data(reply.payload["output"])  # own it: detach from shared memory
         ok, message = self.modules.check(pristine, output)
@@ -248,19 +238,19 @@ class SubmissionJudge:
         worker = self.worker()
         if self._calibration is None and self.use_cuda:
             self._calibration = worker.request(
-                "calibrate",
+                Op.CALIBRATE,
                 STARTUP_TIMEOUT_S,
                 flush_bytes=plan.flush_bytes,
                 launch_allowance_us=LAUNCH_ALLOWANCE_US,
             ).payload
-            # The judge bounds the pre-roll: it is host time the events do not see.
-            self._calibration["preroll_us"] = min(self._calibration["preroll_us"], MAX_PREROLL_US)
-        preroll_us = (self._calibration or {}).get("preroll_us", 0.0)
+            # The judge bounds the pre-roll (timing/preroll.py); the bounded one is recorded.
+            self._calibration["preroll_us"] = preroll_for(self._calibration)
+        preroll_us = preroll_for(self._calibration)
 
         def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
             self.settle()
             reply = worker.request(
-                "time", remaining_s, data=data, flush_bytes=flush_bytes, preroll_us=preroll_us
+                Op.TIME, remaining_s, data=data, flush_bytes=flush_bytes, preroll_us=preroll_us
             )
             return outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
 
@@ -290,7 +280,7 @@ class SubmissionJudge:
         pristine = self.generate(case, 1)
         self.settle()
         reply = self.worker().request(
-            "profile",
+            Op.PROFILE,
             max(timeout_s - (time.perf_counter() - started), 1.0),
             data=clone_data(pristine),
             trace_path=None if profiler.ncu else str(report),
@@ -320,6 +310,19 @@ class SubmissionJudge:
         # Point tracebacks at the participant's own file, not the staged copy.
         staged = str(self.stage_dir / self.task.submission_name)
         message = str(failure).replace(staged, str(self.submission))
-        if not self.use_cuda and needs_cuda(message):
+        if not self.use_cuda and lacks_cuda(failure):
             return CaseOutcome("skipped", "needs CUDA, which this machine lacks:\n" + message)
-        return CaseOutcome(failure.status, message)
+        return CaseOutcome(
+            failure.status, message, error_kind=failure.kind, missing_module=failure.module
+        )
+
+
+def lacks_cuda(failure: WorkerFailure) -> bool:
+    """The failure says this machine has no CUDA, not that the code is wrong.
+
+    An error reply says so by its kind (the worker classifies what raised); a worker that died
+    or hung left only its output behind, which is all there is to read.
+    """
+    if failure.kind is not None:
+        return failure.kind is ErrorKind.NEEDS_CUDA
+    return needs_cuda(str(failure))

@@ -7,6 +7,7 @@ device-wide synchronisation, host wall time around it all (worker/main.py).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from . import devices
 from .cases import Case
 from .cloning import clone_data
 from .timing.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
+from .timing.preroll import LAUNCH_ALLOWANCE_US
 from .timing.stats import RunningMedian, summarize
 from .timing.stopping import StoppingRule, Warmup
 
@@ -24,13 +26,8 @@ from .timing.stopping import StoppingRule, Warmup
 # is the median, which ignores the slowest and the fastest calls; that is only sound when each
 # of them was right (a kernel that is fast and wrong on half its calls must not set the median).
 
-# Host time inside a call is free up to this allowance, the grace a kernel gets when launched
-# into a busy stream; beyond it the host time is the call's time (blocked calls, below). The
-# fallback GPU pre-roll (worker.time_call, when the stream cannot be held) covers the
-# harness's own measured host path plus this much of the submission's; the judge never lets a
-# pre-roll exceed MAX_PREROLL_US.
-LAUNCH_ALLOWANCE_US = 30.0
-MAX_PREROLL_US = 200.0
+# LAUNCH_ALLOWANCE_US (host time inside a call that is free) and the fallback pre-roll belong
+# to the pre-roll policy (timing/preroll.py).
 # A case whose calls spend much more wall time than device time has work the events missed
 # (an unknown stream, host threads): it is then timed by the host-side bound instead.
 UNACCOUNTED_MIN_US = 100.0
@@ -123,34 +120,37 @@ class CaseTimer:
         use_cuda: bool,
         progress: Progress | None = None,
         parallel: int = 1,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         """parallel: the GPUs one call's inputs and outputs are spread over (its ranks); each
-        moves its share, so the bandwidth floor is the per-GPU one."""
+        moves its share, so the bandwidth floor is the per-GPU one. clock: seconds, for the
+        warm-up and the stopping rule (a fake one in tests)."""
         self.generate = generate
         self.request_time = request_time
         self.check = check
         self.use_cuda = use_cuda
         self.progress = progress
         self.parallel = max(parallel, 1)
+        self.clock = clock
 
     def _one_call(
         self, case: Case, call_index: int, plan: TimingPlan, deadline: float, m: Measurement
     ) -> tuple[Any, dict[str, Any]]:
         """The call's pristine input and the worker's reply (output, device_us, wall_us, ...)."""
-        started = time.perf_counter()
+        started = self.clock()
         pristine = self.generate(case, call_index)
         worker_copy = clone_data(pristine)
-        generated = time.perf_counter()
+        generated = self.clock()
         remaining = max(deadline - generated, 0.001)
         reply = self.request_time(worker_copy, plan.flush_bytes, remaining)
         m.wall_s["generate"] += generated - started
-        m.wall_s["worker"] += time.perf_counter() - generated
+        m.wall_s["worker"] += self.clock() - generated
         return pristine, reply
 
     def _verify(self, pristine: Any, output: Any, call_index: int, m: Measurement) -> None:
-        started = time.perf_counter()
+        started = self.clock()
         ok, message = self.check(pristine, clone_data(output))
-        m.wall_s["verify"] += time.perf_counter() - started
+        m.wall_s["verify"] += self.clock() - started
         if not ok:
             raise VerificationFailure(f"timed call {call_index} returned a wrong output: {message}")
 
@@ -185,7 +185,7 @@ class CaseTimer:
         prior_call_us: how long the case's correctness call took, which counts as the first
         warm-up duration (a call that compiled there disagrees with the next and is ignored).
         """
-        started = time.perf_counter()
+        started = self.clock()
         deadline = started + timeout_s
         m = Measurement(clock="cuda_event" if self.use_cuda else "host")
         if overhead:
@@ -198,7 +198,7 @@ class CaseTimer:
 
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
         warm_durations: list[float] = [prior_call_us] if prior_call_us else []
-        while not plan.warmup.done(warm_durations, time.perf_counter() - started):
+        while not plan.warmup.done(warm_durations, self.clock() - started):
             pristine, reply = self._one_call(case, call_index, plan, deadline, m)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
@@ -215,11 +215,13 @@ class CaseTimer:
             )
 
         stats = RunningMedian()
-        timing_started = time.perf_counter()
+        timing_started = self.clock()
         last_progress = timing_started
         while True:
             pristine, reply = self._one_call(case, call_index, plan, deadline, m)
             sample = self.sample_us(reply, m.empty_call_us)
+            if not math.isfinite(sample):  # the worker's replies are checked; a wrapper's too
+                raise ValueError(f"timed call {call_index} measured {sample!r} us")
             m.samples_us.append(sample)
             m.wall_us.append(reply["wall_us"])
             m.unseen_us.append(self._unseen_us(reply, m))
@@ -231,16 +233,16 @@ class CaseTimer:
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
                 m.checked_calls += 1
-            reason = plan.rule.reason(stats, time.perf_counter() - timing_started)
+            reason = plan.rule.reason(stats, self.clock() - timing_started)
             call_index += 1
-            now = time.perf_counter()
+            now = self.clock()
             if self.progress and now - last_progress > 0.5:
                 self.progress(label, stats.n, stats.median, stats.relative_halfwidth())
                 last_progress = now
             if reason is not None:
                 m.stop_reason = reason
                 break
-        m.elapsed_s = time.perf_counter() - started
+        m.elapsed_s = self.clock() - started
         m.clocks_after = devices.gpu_state() if self.use_cuda else None
         self._judge_plausibility(m)
         return m

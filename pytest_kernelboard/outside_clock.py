@@ -14,6 +14,7 @@ import statistics
 from typing import Any
 
 from .measure import VerificationFailure
+from .worker.protocol import Op
 
 ROUND_TRIPS = 20
 # The GPU cross-check's tolerances: clocks of two processes, scheduling noise.
@@ -27,7 +28,7 @@ UNSEEN_MIN_US = 2000.0
 
 def round_trip_us(worker: Any, timeout_s: float = 30.0, n: int = ROUND_TRIPS) -> float:
     """The median judge-side time of an empty request (call it before the submission loads)."""
-    times = [worker.request("ping", timeout_s).outside_us for _ in range(n)]
+    times = [worker.request(Op.PING, timeout_s).outside_us for _ in range(n)]
     return statistics.median(times)
 
 

@@ -19,8 +19,9 @@ from .cloning import clone_data
 from .discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
 from .distributed import make_judge
 from .evalpy import EvalPyJudge, is_evalpy_task
-from .judge import Skip, SubmissionJudge, generate_input
+from .judge import CaseOutcome, Skip, SubmissionJudge, generate_input
 from .task import TaskError, TaskSpec
+from .worker.protocol import ErrorKind
 
 if TYPE_CHECKING:
     from .plugin import KernelboardState
@@ -28,13 +29,28 @@ if TYPE_CHECKING:
 
 # Optional toolchains a shipped solution may use (pyproject extras): without them the solution
 # cannot be judged here, which is not the solution's fault.
-_MISSING_OPTIONAL = re.compile(r"No module named '(jax|jaxlib|jax_cuda\d*_plugin)(\.\w+)*'")
+_OPTIONAL_MODULE = r"(jax|jaxlib|jax_cuda\d*_plugin)(\.\w+)*"
+_MISSING_OPTIONAL = re.compile(rf"No module named '{_OPTIONAL_MODULE}'")
 
 
 def missing_optional_package(message: str) -> str | None:
     """The optional package a failure message says is not installed, or None."""
     found = _MISSING_OPTIONAL.search(message)
     return found.group(1) if found else None
+
+
+def outcome_missing_package(outcome: CaseOutcome) -> str | None:
+    """The optional package an outcome's failure says is not installed, or None.
+
+    A worker's error reply says so by its kind and module; only where no reply came (an
+    eval.py problem's run, a worker that died) is there nothing but the message to read.
+    """
+    if outcome.error_kind is ErrorKind.MISSING_MODULE and outcome.missing_module:
+        found = re.fullmatch(_OPTIONAL_MODULE, outcome.missing_module)
+        return found.group(1) if found else None
+    if outcome.error_kind is None:
+        return missing_optional_package(outcome.message)
+    return None
 
 
 def skip_unsupported(task: TaskSpec) -> None:
@@ -153,7 +169,8 @@ class LeaderboardSelfCheck:
             pytest.skip(outcome.message)
         # Under its own eval.py a stub template's exception ends the script: only a hang fails.
         crashed = outcome.status == "crashed" and not is_evalpy_task(self.task)
-        if crashed or outcome.status == "timeout" or "defines no callable" in outcome.message:
+        no_entry = outcome.error_kind is ErrorKind.NO_ENTRY
+        if crashed or outcome.status == "timeout" or no_entry:
             pytest.fail(f"template {path.name}: {outcome.message}", pytrace=False)
 
     def check_solution(self, path: Path, expect_pass: bool) -> None:
@@ -176,7 +193,7 @@ class LeaderboardSelfCheck:
         if not ran:
             pytest.skip(outcomes[0][1].message if outcomes else "no test cases")
         failures = [(c, o) for c, o in ran if not o.passed]
-        missing = {missing_optional_package(o.message) for _, o in failures}
+        missing = {outcome_missing_package(o) for _, o in failures}
         if expect_pass and failures and None not in missing:
             pytest.skip(
                 f"{path.name} needs the optional package {missing.pop()}, not installed here "

@@ -17,7 +17,7 @@ from pytest_kernelboard.outside_clock import gpu_disagreement
 from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.reference_loader import LeaderboardModules
 from pytest_kernelboard.task import load_task
-from pytest_kernelboard.worker import sandbox, wire
+from pytest_kernelboard.worker import protocol, sandbox, wire
 from pytest_kernelboard.worker.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
@@ -76,8 +76,8 @@ def test_replies_naming_code_are_refused_and_never_run(tmp_path):
     ],
 )
 def test_malformed_replies_are_named(op, reply, problem):
-    with pytest.raises(wire.ProtocolError, match=problem):
-        wire.validate(op, reply)
+    with pytest.raises(protocol.ProtocolError, match=problem):
+        protocol.validate(op, reply)
 
 
 def test_tensors_survive_the_data_only_unpickler():

@@ -6,7 +6,6 @@ import pytest
 
 from pytest_kernelboard import records
 from pytest_kernelboard.timing.stats import (
-    RunningStats,
     Summary,
     geometric_mean,
     student_t_critical,
@@ -126,18 +125,6 @@ def test_geometric_mean():
     for bad in ([], [1.0, 0.0], [-1.0], [math.inf]):
         with pytest.raises(ValueError):
             geometric_mean(bad)
-
-
-def test_running_stats_agrees_with_summarize():
-    samples = [3.0, 3.5, 2.9, 3.1, 4.0, 3.3]
-    r = RunningStats(samples)
-    s = summarize(samples)
-    assert r.n == s.n
-    assert r.mean == pytest.approx(s.mean_us)
-    assert r.std == pytest.approx(s.std_us)
-    assert r.rse == pytest.approx(s.rse)
-    assert RunningStats([1.0]).rse == math.inf
-    assert RunningStats().variance == 0.0
 
 
 def test_timing_package_does_not_import_torch():

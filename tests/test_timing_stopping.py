@@ -1,10 +1,8 @@
-import math
-import random
-import statistics
+"""The stopping rule, warm-up and per-case budget on their own; the loop that asks them is
+measure.CaseTimer.measure, tested in test_measure_loop.py with a fake clock and worker."""
 
 import pytest
 
-from pytest_kernelboard.timing.stats import RunningMedian, RunningStats
 from pytest_kernelboard.timing.stopping import (
     CONVERGED,
     MAX_SAMPLES,
@@ -12,99 +10,7 @@ from pytest_kernelboard.timing.stopping import (
     StoppingRule,
     Warmup,
     budget_for_case,
-    run_adaptive,
 )
-
-
-class FakeClock:
-    """Seconds that pass only when a fake call says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def noisy_kernel(clock: FakeClock, seed: int, mean_us: float, cv: float, overhead_s: float = 20e-6):
-    """A fake measurement: Gaussian device times; each call moves the fake clock on by the
-    kernel time plus a judge/worker round trip."""
-    rng = random.Random(seed)
-
-    def measure() -> float:
-        sample = max(rng.gauss(mean_us, cv * mean_us), 0.0)
-        clock.now += sample * 1e-6 + overhead_s
-        return sample
-
-    return measure
-
-
-def test_cv_5_percent_needs_a_few_hundred_samples_for_a_half_percent_median_interval():
-    # The median's 95% interval spans +/- z*sqrt(n)/2 ranks; for Gaussian noise its half-width is
-    # about 1.96 * 1.2533 * cv / sqrt(n), so cv = 5% and +/-0.5% need n ~= (1.96*1.25*10)^2 ~= 600.
-    rule = StoppingRule(precision=0.005, min_samples=10, min_time_s=0.0)
-    counts = []
-    for seed in range(40):
-        clock = FakeClock()
-        samples, reason = run_adaptive(noisy_kernel(clock, seed, 100.0, 0.05), rule, clock=clock)
-        assert reason == CONVERGED
-        assert RunningMedian(samples).relative_halfwidth() <= 0.005
-        counts.append(len(samples))
-    assert 350 <= statistics.median(counts) <= 900, sorted(counts)
-
-
-def test_lower_noise_stops_sooner():
-    rule = StoppingRule(precision=0.005, min_samples=10, min_time_s=0.0)
-    clock = FakeClock()
-    samples, reason = run_adaptive(noisy_kernel(clock, 1, 100.0, 0.002), rule, clock=clock)
-    assert (reason, len(samples)) == (CONVERGED, 10)  # +/-0.1% already at min_samples
-
-
-def test_a_slow_tail_neither_moves_the_statistic_nor_delays_the_stop():
-    """Host jitter shows up as a few very slow samples: the mean and its interval follow them,
-    the median and its interval do not."""
-    rng = random.Random(7)
-    clean = [rng.gauss(10.0, 0.02) for _ in range(200)]
-    tailed = [x * (6.0 if i % 10 == 3 else 1.0) for i, x in enumerate(clean)]  # 10% at 6x
-    assert statistics.mean(tailed) > 1.4 * statistics.mean(clean)
-    assert RunningMedian(tailed).median == pytest.approx(RunningMedian(clean).median, rel=0.01)
-    rule = StoppingRule(precision=0.005, min_samples=20, min_time_s=0.0)
-    assert rule.reason(tailed[:40], 0.0) == CONVERGED
-    assert RunningStats(tailed[:40]).rse > 0.005  # the mean would still be waiting
-
-
-def test_slow_clock_stops_on_the_time_budget():
-    clock = FakeClock()
-
-    def slow() -> float:
-        clock.now += 0.5
-        return 100.0 if int(clock.now * 2) % 2 else 300.0  # far too noisy to converge
-
-    rule = StoppingRule(precision=0.001, min_samples=2, min_time_s=0.0, budget_s=2.0)
-    samples, reason = run_adaptive(slow, rule, clock=clock)
-    assert (reason, len(samples)) == (TIME_BUDGET, 4)
-    assert clock.now == 2.0
-
-
-def test_max_samples_stop():
-    clock = FakeClock()
-    rule = StoppingRule(precision=1e-6, min_samples=10, max_samples=50, min_time_s=0.0)
-    samples, reason = run_adaptive(
-        noisy_kernel(clock, 3, 100.0, 0.5, overhead_s=0.0), rule, clock=clock
-    )
-    assert (reason, len(samples)) == (MAX_SAMPLES, 50)
-
-
-def test_min_time_holds_back_convergence():
-    clock = FakeClock()
-
-    def steady() -> float:
-        clock.now += 0.125
-        return 42.0
-
-    rule = StoppingRule(min_samples=3, min_time_s=1.0)
-    samples, reason = run_adaptive(steady, rule, clock=clock)
-    assert (reason, len(samples)) == (CONVERGED, 8)
 
 
 def test_reason_accepts_plain_samples():
@@ -143,26 +49,6 @@ def test_warmup_is_bounded():
     assert Warmup(max_time_s=1.0).reason(flapping[:3], 1.5) == "max_time"
     assert Warmup(min_calls=5).reason([100.0, 100.0, 100.0], 0.0) is None
     assert Warmup(min_time_s=1.0).reason([100.0, 100.0], 0.5) is None
-
-
-def test_run_adaptive_discards_warmup_and_starts_the_budget_after_it():
-    clock = FakeClock()
-    calls = iter([2_000_000.0, 120.0, 100.0, 101.0] + [50.0] * 100)
-
-    def measure() -> float:
-        value = next(calls)
-        clock.now += value * 1e-6
-        return value
-
-    rule = StoppingRule(min_samples=5, min_time_s=0.0, budget_s=1.0)
-    samples, reason = run_adaptive(measure, rule, clock=clock, warmup=Warmup())
-    # The 2 s compile call would have blown the 1 s budget had it counted.
-    assert (reason, samples) == (CONVERGED, [50.0] * 5)
-
-
-def test_run_adaptive_rejects_non_finite_measurements():
-    with pytest.raises(ValueError):
-        run_adaptive(lambda: math.nan, StoppingRule(), clock=FakeClock())
 
 
 def test_budget_for_case_formula():

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 from ..records import RecordError, read_run
-from ..store import load_records
-from ..task import TaskError
 from ..utc import parse_utc
 from . import comment as comment_mod
 from . import gate as gate_mod
@@ -186,34 +184,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tasks(root: Path) -> dict:
-    """The leaderboards, for the rank line. A broken catalog must not hide the results, so the
-    comment goes out without ranks, and the log says why."""
-    from ..discovery import load_catalog
-
-    try:
-        return load_catalog(root).tasks
-    except TaskError as exc:
-        print(f"kernelboard pr: warning: no ranks in the comment: {exc}", file=sys.stderr)
-        return {}
-
-
-def _warn_unreadable(path: Path, exc: Exception) -> None:
-    print(f"kernelboard pr: warning: skipping unreadable record {path}: {exc}", file=sys.stderr)
-
-
 def cmd_comment(args: argparse.Namespace) -> int:
     root = Path(args.root)
     try:
         gate = _load_gate(args.gate)
         outcomes = pipeline.load_outcomes(Path(args.verified)) if args.verified else []
-    except (OSError, ValueError, RecordError) as exc:
+    except (OSError, ValueError, RecordError, pipeline.PipelineError) as exc:
         return _err("comment", exc)
-    tasks = _tasks(root)
-    records = load_records(root, _warn_unreadable)
+    # A broken catalog or record must not hide the results: the comment goes out, its rank
+    # line saying what could not be read (and the log too).
+    tasks, records, rank_problem = None, None, None
+    try:
+        tasks, records = pipeline.rank_inputs(root, gate.leaderboard)
+    except pipeline.RankInputError as exc:
+        rank_problem = str(exc)
+        print(f"kernelboard pr: warning: no ranks in the comment: {exc}", file=sys.stderr)
     state = comment_mod.verdict(gate, outcomes)
     body = comment_mod.render_comment(
-        gate, outcomes, tasks=tasks, records=records, run_url=args.run_url
+        gate,
+        outcomes,
+        tasks=tasks,
+        records=records,
+        run_url=args.run_url,
+        rank_problem=rank_problem,
     )
     if args.out:
         Path(args.out).write_text(body)

@@ -166,8 +166,13 @@ def failures(evaluation: dict[str, Any]) -> list[str]:
 
 
 def device_section(
-    outcome: DeviceOutcome, task: Any = None, records: Iterable[Any] | None = None
+    outcome: DeviceOutcome,
+    task: Any = None,
+    records: Iterable[Any] | None = None,
+    rank_problem: str | None = None,
 ) -> list[str]:
+    """rank_problem: why the rank line cannot be computed (pipeline.RankInputError), shown in
+    its place: a comment never silently lacks its rank."""
     ev = outcome.evaluation
     if ev is None:
         reason = outcome.problem or "no results were produced"
@@ -188,7 +193,10 @@ def device_section(
         speed = fmt_speedup(summary.get("speedup"))
         lines.append(f"**Score:** {score} · **speedup over the reference:** {speed}")
         lines.append("")
-    if task is not None and records is not None and outcome.run is not None:
+    if rank_problem is not None and outcome.run is not None:
+        lines.append(f"**Rank:** unavailable ({cell(rank_problem, 500)})")
+        lines.append("")
+    elif task is not None and records is not None and outcome.run is not None:
         try:
             lines.append(rank_line(outcome.run, task, records))
         except Exception as exc:  # a ranking problem must not hide the results
@@ -224,6 +232,7 @@ def render_comment(
     records: Iterable[Any] | None = None,
     run_url: str | None = None,
     state: str | None = None,
+    rank_problem: str | None = None,
 ) -> str:
     """The whole comment (starts with the hidden marker used to update it in place)."""
     state = state or verdict(gate, outcomes)
@@ -243,7 +252,7 @@ def render_comment(
     task = (tasks or {}).get(gate.leaderboard) if gate.leaderboard else None
     records = list(records) if records is not None else None
     for outcome in outcomes:
-        lines += device_section(outcome, task, records)
+        lines += device_section(outcome, task, records, rank_problem)
     notes = []
     if run_url:
         notes.append(f"[Workflow run]({run_url})")

@@ -26,6 +26,38 @@ RUN_NAME_RE = re.compile(r"^kernelboard #(?P<pr>[0-9]{1,9}) @ (?P<sha>[0-9a-f]{4
 EVALUATE_PATH = ".github/workflows/evaluate.yml"
 
 
+class RankInputError(KernelboardError):
+    """What a pull request's rank line needs (the leaderboards, the stored records) cannot be
+    read; the message names the file."""
+
+
+def rank_inputs(
+    root: Path, leaderboard: str | None = None
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """The leaderboards and every stored record, for the rank line; RankInputError naming
+    the pull request's leaderboard's load error, or each unreadable record (a rank computed
+    without a record that could not be read would be wrong without saying so)."""
+    from ..discovery import load_catalog
+    from ..task import TaskError
+
+    try:
+        catalog = load_catalog(Path(root))
+    except TaskError as exc:
+        raise RankInputError(f"the leaderboards do not load: {exc}") from None
+    if leaderboard is not None and leaderboard in catalog.errors:
+        raise RankInputError(
+            f"leaderboard {leaderboard!r} does not load: {catalog.errors[leaderboard]}"
+        )
+    tasks = catalog.tasks
+    unreadable: list[str] = []
+    records = store.load_records(
+        Path(root), lambda path, exc: unreadable.append(f"{path}: {type(exc).__name__}: {exc}")
+    )
+    if unreadable:
+        raise RankInputError("unreadable result records: " + "; ".join(unreadable))
+    return tasks, records
+
+
 class PipelineError(KernelboardError, RuntimeError):
     """A pipeline step refused or failed; the message says which and why."""
 
@@ -241,10 +273,20 @@ def save_outcomes(outcomes: list[DeviceOutcome], out_dir: Path) -> None:
 
 
 def load_outcomes(out_dir: Path) -> list[DeviceOutcome]:
+    """The outcomes save_outcomes wrote; PipelineError naming the file and entry when the
+    index is not what it wrote."""
     out_dir = Path(out_dir)
-    index = json.loads((out_dir / "outcomes.json").read_text())
+    path = out_dir / "outcomes.json"
+    try:
+        index = json.loads(path.read_text())
+    except ValueError as exc:
+        raise PipelineError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(index, list):
+        raise PipelineError(f"{path} must be a list of device outcomes")
     outcomes = []
-    for entry in index:
+    for number, entry in enumerate(index):
+        if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
+            raise PipelineError(f"{path}: entry {number} has no 'device' name")
         run = read_run(out_dir / entry["run"]) if entry.get("run") else None
         outcomes.append(DeviceOutcome(entry["device"], run, entry.get("problem")))
     return outcomes

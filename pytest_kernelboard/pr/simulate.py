@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import device_name
-from ..discovery import load_catalog
-from ..store import load_records
 from ..utc import parse_utc
 from . import comment as comment_mod
 from . import gate as gate_mod
@@ -163,12 +161,16 @@ def run_pull_request(
     outcomes = pipeline.verify_all(gate, runs_dir)
     if mode != "leaderboard":  # test mode: verify_run refuses it; keep the documents anyway
         outcomes = _test_mode_outcomes(gate, runs_dir, outcomes)
-    tasks = load_catalog(root).tasks
-    records = load_records(
-        root, lambda path, exc: problems.append(f"unreadable record {path}: {exc}")
-    )
+    tasks, records, rank_problem = None, None, None
+    try:
+        tasks, records = pipeline.rank_inputs(root, gate.leaderboard)
+    except pipeline.RankInputError as exc:  # the comment says so in its rank line
+        rank_problem = str(exc)
+        problems.append(rank_problem)
     verdict = comment_mod.verdict(gate, outcomes)
-    body = comment_mod.render_comment(gate, outcomes, tasks=tasks, records=records)
+    body = comment_mod.render_comment(
+        gate, outcomes, tasks=tasks, records=records, rank_problem=rank_problem
+    )
     recorded: list[str] = []
     results_commit = site = site_error = None
     if verdict == "accepted":

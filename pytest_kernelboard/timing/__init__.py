@@ -19,7 +19,6 @@ from pytest_kernelboard.timing.scoring import (
     speedup,
 )
 from pytest_kernelboard.timing.stats import (
-    RunningStats,
     Summary,
     geometric_mean,
     student_t_critical,
@@ -29,12 +28,10 @@ from pytest_kernelboard.timing.stopping import (
     StoppingRule,
     Warmup,
     budget_for_case,
-    run_adaptive,
 )
 
 __all__ = [
     "RANKINGS",
-    "RunningStats",
     "StoppingRule",
     "Summary",
     "Warmup",
@@ -45,7 +42,6 @@ __all__ = [
     "geometric_mean",
     "io_bytes",
     "plausibility_flags",
-    "run_adaptive",
     "score",
     "score_interval",
     "speedup",

@@ -23,7 +23,6 @@ from typing import Any
 __all__ = [
     "RANKING_STATISTIC",
     "RunningMedian",
-    "RunningStats",
     "Summary",
     "geometric_mean",
     "median_interval",
@@ -220,44 +219,6 @@ def _normal_quantile(p: float) -> float:
 
 
 RANKING_STATISTIC = "median"
-
-
-class RunningStats:
-    """Welford's online mean and variance, so a stopping rule can test convergence after every
-    sample in O(1) instead of re-summarising the whole sample (O(n^2) over a run)."""
-
-    __slots__ = ("_m2", "mean", "n")
-
-    def __init__(self, samples: Iterable[float] = ()) -> None:
-        self.n = 0
-        self.mean = 0.0
-        self._m2 = 0.0
-        for x in samples:
-            self.add(x)
-
-    def add(self, x: float) -> None:
-        self.n += 1
-        delta = x - self.mean
-        self.mean += delta / self.n
-        self._m2 += delta * (x - self.mean)
-
-    @property
-    def variance(self) -> float:
-        """Sample variance (ddof=1); 0 for fewer than two samples."""
-        return self._m2 / (self.n - 1) if self.n > 1 else 0.0
-
-    @property
-    def std(self) -> float:
-        return math.sqrt(max(self.variance, 0.0))
-
-    @property
-    def rse(self) -> float:
-        """std / sqrt(n) / mean; infinite until two samples exist (no spread is known yet)."""
-        if self.n < 2:
-            return math.inf
-        if self.mean <= 0:
-            return 0.0 if self.std == 0 else math.inf
-        return self.std / math.sqrt(self.n) / self.mean
 
 
 class RunningMedian:

@@ -1,15 +1,13 @@
 """When to stop measuring: warm-up, adaptive stopping, and per-case time budgets.
 
 Modelled on nvbench's split: the measurement produces samples, a criterion decides when there
-are enough, and reporting is separate. Everything takes the elapsed time as an argument (or an
-injectable clock), so the rules can be tested with fake clocks and fake noise.
+are enough, and reporting is separate. The rules take the elapsed time as an argument; the loop
+that asks them is measure.CaseTimer.measure (tested with a fake clock and a fake worker).
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_kernelboard.timing.stats import RunningMedian
@@ -21,7 +19,6 @@ __all__ = [
     "StoppingRule",
     "Warmup",
     "budget_for_case",
-    "run_adaptive",
 ]
 
 CONVERGED = "converged"
@@ -150,34 +147,3 @@ def budget_for_case(
     usable = timeout_s * (1.0 - headroom) - fixed_overhead_s
     per_case = usable / (n_cases * timed_runs_per_case)
     return min(max(per_case, min_budget_s), max_budget_s)
-
-
-def run_adaptive(
-    measure: Callable[[], float],
-    rule: StoppingRule,
-    clock: Callable[[], float] = time.perf_counter,
-    warmup: Warmup | None = None,
-) -> tuple[list[float], str]:
-    """Call measure() until rule says stop; returns (samples_us, reason).
-
-    measure() performs one call and returns its time in microseconds. With warmup, calls are made
-    and thrown away until warmup.done(); the rule's clock starts after warm-up, so compile time
-    counts against neither min_time_s nor budget_s. clock returns seconds (injectable for tests).
-    """
-    if warmup is not None:
-        durations: list[float] = []
-        start = clock()
-        while not warmup.done(durations, clock() - start):
-            durations.append(float(measure()))
-    samples: list[float] = []
-    stats = RunningMedian()
-    start = clock()
-    while True:
-        sample = float(measure())
-        if not math.isfinite(sample):
-            raise ValueError(f"measure() returned {sample!r}")
-        samples.append(sample)
-        stats.add(sample)
-        why = rule.reason(stats, clock() - start)
-        if why is not None:
-            return samples, why

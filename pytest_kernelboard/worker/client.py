@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import Any
 
 from .. import transport as pickles
-from . import sandbox, transport, window, wire
+from . import protocol, sandbox, transport, window, wire
 from .environment import default_cache_dir, worker_environment
+from .protocol import ErrorKind, Op
 
 LOG_TAIL_CHARS = 2000
 SEND_TIMEOUT_S = 120
@@ -31,11 +32,24 @@ SEND_TIMEOUT_S = 120
 class WorkerFailure(Exception):
     """A request did not produce a reply: the worker raised, died, or ran out of time.
 
-    `status` is the case status it maps to: error, crashed or timeout.
+    `status` is the case status it maps to: error, crashed or timeout. `kind` is what the
+    worker's error reply said went wrong (protocol.ErrorKind), None where the judge itself
+    gave the verdict (a death, a deadline, a broken protocol); `exception` the class name of
+    what raised in the worker, where something did; `module` what a failed import named.
     """
 
-    def __init__(self, status: str, message: str):
+    def __init__(
+        self,
+        status: str,
+        message: str,
+        kind: ErrorKind | None = None,
+        exception: str | None = None,
+        module: str | None = None,
+    ):
         self.status = status
+        self.kind = kind
+        self.exception = exception
+        self.module = module
         super().__init__(message)
 
 
@@ -202,7 +216,7 @@ class WorkerProcess:
             window.send_fd(self.conn.fileno(), pass_fd)
 
     def _encode(self, message: dict[str, Any]) -> bytes:
-        if self.transport != transport.WINDOW or message["op"] == "window":
+        if self.transport != transport.WINDOW or message["op"] == Op.WINDOW:
             return pickles.dumps(message, self.trusted)
         packer = window.Packer(self.windows["in"].device)
         data = pickles.dumps(message, self.trusted, packer)
@@ -222,7 +236,7 @@ class WorkerProcess:
         fd = new.export_fd()
         try:
             self.request(
-                "window", 120.0, pass_fd=fd, direction=direction, size=new.size, device=device
+                Op.WINDOW, 120.0, pass_fd=fd, direction=direction, size=new.size, device=device
             )
         except BaseException:
             new.close()
@@ -234,7 +248,7 @@ class WorkerProcess:
             old.close()
 
     def request(
-        self, op: str, timeout_s: float, *, pass_fd: int | None = None, **payload: Any
+        self, op: Op, timeout_s: float, *, pass_fd: int | None = None, **payload: Any
     ) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after."""
         if self.transport is None and "data" in payload and _judge_device() is not None:
@@ -243,7 +257,7 @@ class WorkerProcess:
         trace_path = self._trace_through_outbox(payload)
         started = time.perf_counter()
         try:
-            self.send({"op": op, **payload}, pass_fd)
+            self.send({"op": Op(op).value, **payload}, pass_fd)
         except BlockingIOError:  # SO_SNDTIMEO: the worker stopped reading
             self.kill()
             raise WorkerFailure(
@@ -281,14 +295,14 @@ class WorkerProcess:
         elapsed = time.perf_counter() - started
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
-            raise WorkerFailure("error", self._judge_paths(reply["error"]) + self._log_note())
+            raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
         if host_transport and "output" in reply:
             reply["output"] = transport.to_device(reply["output"])
         if trace_path is not None:
             shutil.move(payload["trace_path"], trace_path)
         return Reply(reply, elapsed, (ready_at - sent) * 1e6, host_transport)
 
-    def _receive(self, op: str, deadline: float, timeout_s: float) -> dict[str, Any]:
+    def _receive(self, op: Op, deadline: float, timeout_s: float) -> dict[str, Any]:
         """One reply, read as untrusted data: by the deadline, capped, data-only unpickling,
         checked keys."""
         try:
@@ -315,7 +329,7 @@ class WorkerProcess:
             with window.receiving(self.windows.get("out"), copy_out=True):
                 reply = pickles.loads(data, self.trusted)
                 self._outbound_needed = window.host_bytes_received()
-            return wire.validate(op, reply)
+            return protocol.validate(op, reply)
         except refused as exc:
             self.kill()
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
@@ -384,13 +398,13 @@ class WorkerProcess:
         return message
 
     def ping(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        return self.request("ping", timeout_s).payload
+        return self.request(Op.PING, timeout_s).payload
 
     def load(
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
         stage_dir = self.stage(stage_dir)
-        self.request("load", timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
+        self.request(Op.LOAD, timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
 
     def stage(self, stage_dir: Path) -> Path:
         """Where this worker sees the staged files: the sandbox's slot (bound read-only from
@@ -449,12 +463,19 @@ class WorkerProcess:
     def close(self, timeout_s: float = 5.0) -> None:
         if self.alive:
             try:
-                self.send({"op": "exit"})
+                self.send({"op": Op.EXIT.value})
                 self.process.wait(timeout=timeout_s)
             except Exception:  # a polite exit only; the kill below is what counts
                 pass
         self.kill()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def failure_of(reply: dict[str, Any], message: str) -> WorkerFailure:
+    """The WorkerFailure of a validated error reply. The worker only ever reports "error":
+    crashed and timeout are the judge's verdicts; the reply's kind says what the error was."""
+    kind = protocol.error_kind(reply)
+    return WorkerFailure("error", message, kind, reply.get("exception"), reply.get("module"))
 
 
 def _has_cuda_tensor(obj: Any) -> bool:

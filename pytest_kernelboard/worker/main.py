@@ -24,7 +24,9 @@ from pytest_kernelboard.builds import (
 )
 from pytest_kernelboard.cloning import clone_data
 from pytest_kernelboard.timing.floors import aliased_bytes
+from pytest_kernelboard.timing.preroll import proposed_preroll_us
 from pytest_kernelboard.worker import transport, window
+from pytest_kernelboard.worker.protocol import ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.sandbox import apply_limits
 
@@ -161,7 +163,7 @@ class Worker:
 
             self.kernel = model_kernel(loaded.ModelNew)
         if not callable(self.kernel):
-            return {"error": f"{module}.py defines no callable {entry}(data)", "kind": "error"}
+            return error_reply(f"{module}.py defines no callable {entry}(data)", ErrorKind.NO_ENTRY)
         return {}
 
     def call(self, data: Any) -> dict:
@@ -329,7 +331,7 @@ class Worker:
         try:
             bare = [self.time_call(None, flush_bytes) for _ in range(calls)]
             dispatch = sorted(r["dispatch_us"] for r in bare)[int(0.9 * (calls - 1))]
-            preroll_us = dispatch + launch_allowance_us
+            preroll_us = proposed_preroll_us(dispatch, launch_allowance_us)
             replies = [self.time_call(None, flush_bytes, preroll_us) for _ in range(calls)]
         finally:
             self.kernel = kernel
@@ -370,14 +372,14 @@ class Worker:
 
     def serve(self) -> None:
         handlers = {
-            "load": self.load,
-            "call": self.call,
-            "time": self.time_call,
-            "calibrate": self.calibrate,
-            "profile": self.profile_call,
-            "init_group": lambda **kw: init_group(self, **kw),
-            "echo": self.echo,
-            "window": self.attach_window,
+            Op.LOAD: self.load,
+            Op.CALL: self.call,
+            Op.TIME: self.time_call,
+            Op.CALIBRATE: self.calibrate,
+            Op.PROFILE: self.profile_call,
+            Op.INIT_GROUP: lambda **kw: init_group(self, **kw),
+            Op.ECHO: self.echo,
+            Op.WINDOW: self.attach_window,
         }
         while True:
             try:
@@ -385,10 +387,10 @@ class Worker:
             except EOFError:
                 return
             op = request.pop("op")
-            if op == "exit":
+            if op == Op.EXIT:
                 self.conn.send({})
                 return
-            if op == "ping":
+            if op == Op.PING:
                 self.conn.send({"pid": os.getpid(), "cuda": self.cuda})
                 continue
             started = time.perf_counter()
@@ -397,17 +399,16 @@ class Worker:
                 if host_transport:  # inputs came as host tensors: onto the GPU, untimed
                     request["data"] = transport.to_device(request["data"])
                     self.torch.cuda.synchronize()
-                reply = handlers[op](**request)
+                reply = handlers[op](**request)  # Op members hash as their plain values
                 if host_transport and "output" in reply:
                     reply["output"] = transport.to_host(reply["output"])
             except SystemExit as exc:
-                reply = {"error": f"the submission called exit({exc.code})", "kind": "error"}
+                reply = error_reply(f"the submission called exit({exc.code})", ErrorKind.EXIT)
             except BaseException as exc:  # participant code may raise anything
-                reply = {
-                    "error": trimmed_traceback(exc, self.stage_dir or Path.cwd()),
-                    "kind": "error",
-                    "exception": type(exc).__name__,
-                }
+                message = trimmed_traceback(exc, self.stage_dir or Path.cwd())
+                # Classified here, where the exception is: the judge decides by kind, not text.
+                kind, module = classify(exc, message)
+                reply = error_reply(message, kind, type(exc).__name__, module)
             reply["elapsed_s"] = time.perf_counter() - started
             try:
                 if self.windows:
@@ -415,7 +416,9 @@ class Worker:
                     self.torch.cuda.synchronize()
                 self.conn.send_bytes(window.dumps_reply(reply, self.windows.get("out")))
             except Exception as exc:
-                self.conn.send({"error": f"the output cannot be sent back: {exc}", "kind": "error"})
+                self.conn.send(
+                    error_reply(f"the output cannot be sent back: {exc}", ErrorKind.UNSENDABLE)
+                )
 
 
 def main() -> None:

@@ -8,17 +8,32 @@ together (worker/main.py's `time_call` runs `before_timed_call` first).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 from typing import Any
 
+from pytest_kernelboard.worker.protocol import ErrorKind, error_reply
+
 # Process-group traffic stays on the host: the bootstrap and gloo's pairs use loopback only.
 LOOPBACK_INTERFACE = "lo"
+# What torch's TCPStore says when rank 0 cannot bind the port (another process took it).
+_PORT_TAKEN = ("address already in use", "eaddrinuse")
+
+
+def port_taken(exc: BaseException) -> bool:
+    """Whether joining failed because the group's port was taken (the judge retries anew)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return True
+    text = str(exc).lower()
+    return any(marker in text for marker in _PORT_TAKEN)
 
 
 def init_group(
     worker: Any, rank: int, world_size: int, port: int, backend: str, group_timeout_s: float
 ) -> dict[str, Any]:
-    """Pin this worker to GPU `rank` (CUDA) and join the group at 127.0.0.1:`port`."""
+    """Pin this worker to GPU `rank` (CUDA) and join the group at 127.0.0.1:`port`.
+
+    A taken port is reported as such (ErrorKind.PORT_TAKEN), here where the exception is."""
     import torch
     import torch.distributed as dist
 
@@ -28,13 +43,22 @@ def init_group(
     if worker.cuda:
         torch.cuda.set_device(rank)
         device_ids = [rank]
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=dt.timedelta(seconds=group_timeout_s),
-    )
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world_size,
+            timeout=dt.timedelta(seconds=group_timeout_s),
+        )
+    except Exception as exc:
+        if not port_taken(exc):
+            raise
+        return error_reply(
+            f"port {port} is taken: {type(exc).__name__}: {exc}",
+            ErrorKind.PORT_TAKEN,
+            type(exc).__name__,
+        )
 
     def barrier() -> None:
         if device_ids is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .protocol import Op
+
 WINDOW = "window"
 IPC = "ipc"
 HOST = "host"
@@ -48,7 +50,7 @@ def probe_ipc(worker: Any, timeout_s: float = 120.0) -> str:
 
     probe = torch.arange(16, dtype=torch.float32, device="cuda")
     try:
-        reply = worker.request("echo", timeout_s, data=probe)
+        reply = worker.request(Op.ECHO, timeout_s, data=probe)
         back = reply.payload["output"]
         ok = isinstance(back, torch.Tensor) and torch.equal(back.cuda(), probe + 1)
     except Exception:  # any failure: CUDA IPC does not work here

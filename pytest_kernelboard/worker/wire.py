@@ -1,5 +1,6 @@
-"""Reading the worker's replies as untrusted input: a size cap, an unpickler that builds only
-data (tensors, arrays, containers) and a check of each reply's type and keys.
+"""Reading the worker's replies as untrusted input: framing with a size cap and a deadline, and
+an unpickler that builds only data (tensors, arrays, containers). Each reply's keys and types
+are checked against the written protocol (protocol.py).
 
 A pickle can name any importable callable; a worker that writes its own bytes to the socket
 could otherwise run code in the judge. Only the globals a tensor, a NumPy array or a plain
@@ -9,13 +10,16 @@ container needs are allowed.
 from __future__ import annotations
 
 import io
-import math
 import os
 import pickle
 import select
 import struct
 import time
 from typing import Any
+
+from .protocol import ProtocolError
+
+__all__ = ["MAX_REPLY_BYTES", "FrameTimeout", "ProtocolError", "loads", "read_frame"]
 
 MAX_REPLY_BYTES = 512 << 20  # tensors travel as shared-memory handles: a reply itself is small
 
@@ -41,10 +45,6 @@ _ALLOWED: dict[str, set[str]] = {
     "builtins": {"complex", "slice", "set", "frozenset", "bytearray", "range"},
     "collections": {"OrderedDict"},
 }
-
-
-class ProtocolError(Exception):
-    """The worker sent something that is not a valid reply."""
 
 
 class _DataUnpickler(pickle.Unpickler):
@@ -73,53 +73,6 @@ def loads(data: bytes) -> Any:
         raise
     except Exception as exc:  # any malformed pickle
         raise ProtocolError(f"the reply cannot be read: {type(exc).__name__}: {exc}") from None
-
-
-# Keys each request's reply must carry, with their types (numbers must be finite).
-_NUMBER = (int, float)
-REPLY_KEYS: dict[str, dict[str, Any]] = {
-    "ping": {"pid": int, "cuda": bool},
-    "load": {},
-    "call": {"output": object},
-    "profile": {"output": object},
-    "time": {"output": object, "device_us": _NUMBER, "wall_us": _NUMBER},
-    "calibrate": {
-        "empty_device_us": _NUMBER,
-        "wall_gap_us": _NUMBER,
-        "preroll_us": _NUMBER,
-    },
-    "exit": {},
-    "window": {},
-}
-_SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
-# Keys that may be absent but, when present, must have this type.
-OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
-    "time": {"dispatch_us": _NUMBER, "aliased_bytes": _NUMBER},
-}
-
-
-def validate(op: str, reply: Any) -> dict[str, Any]:
-    """The reply if it has the shape `op` promises; else ProtocolError naming what is wrong."""
-    if not isinstance(reply, dict):
-        raise ProtocolError(f"a {op!r} reply must be a dict, not {type(reply).__name__}")
-    if "error" in reply:
-        if not isinstance(reply["error"], str):
-            raise ProtocolError("an error reply's message must be text")
-        return reply
-    optional = OPTIONAL_KEYS.get(op, {})
-    for key, kind in [*REPLY_KEYS.get(op, {}).items(), *optional.items()]:
-        if key not in reply:
-            if key in optional:
-                continue
-            raise ProtocolError(f"the {op!r} reply lacks {key!r}")
-        value = reply[key]
-        if kind is object:
-            continue
-        if not isinstance(value, kind) or (kind is _NUMBER and isinstance(value, bool)):
-            raise ProtocolError(f"the {op!r} reply's {key!r} is a {type(value).__name__}")
-        if kind is _NUMBER and not (math.isfinite(value) and (value >= 0 or key in _SIGNED)):
-            raise ProtocolError(f"the {op!r} reply's {key!r} is {value!r}")
-    return reply
 
 
 class FrameTimeout(Exception):

@@ -1,0 +1,196 @@
+"""The adaptive loop that ranks: CaseTimer.measure, driven by a fake clock and a fake worker.
+
+No GPU and no process: the fake worker's `time` replies carry scripted device times and move
+the fake clock on by the call plus a judge/worker round trip, so every stopping behaviour is
+the production loop's own (warm-up, the prior call's seed, the median's interval, min_samples,
+min_time, the budget, max_samples, non-finite samples, verification).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_kernelboard.cases import BENCHMARK, Case
+from pytest_kernelboard.measure import CaseTimer, Measurement, TimingPlan, VerificationFailure
+from pytest_kernelboard.timing.stats import RunningMedian, summarize
+from pytest_kernelboard.timing.stopping import (
+    CONVERGED,
+    MAX_SAMPLES,
+    TIME_BUDGET,
+    StoppingRule,
+    Warmup,
+)
+
+CASE = Case(BENCHMARK, 0, {"size": 8, "seed": 1})
+ONE_WARM_CALL = Warmup(min_calls=1, max_calls=1)
+
+
+class FakeClock:
+    """Seconds that pass only when a fake call says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWorker:
+    """Answers `time` requests as worker/main.py does on CPU: the output and the call's times.
+
+    Each call takes the next scripted device time and costs it plus a round trip on the clock.
+    `wrong_from`: calls from this index on return a wrong output.
+    """
+
+    def __init__(
+        self,
+        clock: FakeClock,
+        device_us: Iterator[float],
+        overhead_s: float = 20e-6,
+        wrong_from: int | None = None,
+    ) -> None:
+        self.clock = clock
+        self.device_us = device_us
+        self.overhead_s = overhead_s
+        self.wrong_from = wrong_from
+        self.calls = 0
+
+    def request_time(self, data: int, flush_bytes: int, remaining_s: float) -> dict[str, float]:
+        assert remaining_s > 0
+        sample = next(self.device_us)
+        self.calls += 1
+        if math.isfinite(sample):
+            self.clock.now += sample * 1e-6 + self.overhead_s
+        wrong = self.wrong_from is not None and data >= self.wrong_from
+        return {
+            "output": data + (2 if wrong else 1),
+            "device_us": sample,
+            "wall_us": sample,
+            "dispatch_us": sample,
+            "call_us": sample,
+        }
+
+
+def generate(case: Case, call_index: int) -> int:
+    return call_index  # each call its own input, as the judge's generate_input gives
+
+
+def check(pristine: int, output: int) -> tuple[bool, str]:
+    return (output == pristine + 1, f"{output} != {pristine} + 1")
+
+
+def measure(
+    device_us: Iterator[float] | Callable[[], float],
+    rule: StoppingRule,
+    warmup: Warmup = ONE_WARM_CALL,
+    prior_call_us: float | None = None,
+    clock: FakeClock | None = None,
+    **worker_options,
+) -> tuple[Measurement, FakeWorker, FakeClock]:
+    clock = clock or FakeClock()
+    if callable(device_us):
+        device_us = iter(device_us, None)  # a function: called for each sample
+    worker = FakeWorker(clock, device_us, **worker_options)
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=False, clock=clock)
+    plan = TimingPlan(rule=rule, warmup=warmup, flush_bytes=0)
+    m = timer.measure(CASE, plan, timeout_s=600.0, label="fake", prior_call_us=prior_call_us)
+    return m, worker, clock
+
+
+def gaussian(seed: int, mean_us: float, cv: float) -> Callable[[], float]:
+    rng = random.Random(seed)
+    return lambda: max(rng.gauss(mean_us, cv * mean_us), 0.0)
+
+
+def test_cv_5_percent_needs_a_few_hundred_samples_for_a_half_percent_median_interval():
+    # The median's 95% interval spans +/- z*sqrt(n)/2 ranks; for Gaussian noise its half-width is
+    # about 1.96 * 1.2533 * cv / sqrt(n), so cv = 5% and +/-0.5% need n ~= (1.96*1.25*10)^2 ~= 600.
+    rule = StoppingRule(precision=0.005, min_samples=10, min_time_s=0.0)
+    counts = []
+    for seed in range(30):
+        m, _, _ = measure(gaussian(seed, 100.0, 0.05), rule)
+        assert m.stop_reason == CONVERGED
+        assert RunningMedian(m.samples_us).relative_halfwidth() <= 0.005
+        assert m.checked_calls == len(m.samples_us)  # every timed call's output was verified
+        counts.append(len(m.samples_us))
+    assert 350 <= statistics.median(counts) <= 900, sorted(counts)
+
+
+def test_lower_noise_stops_at_min_samples():
+    rule = StoppingRule(precision=0.005, min_samples=10, min_time_s=0.0)
+    m, _, _ = measure(gaussian(1, 100.0, 0.002), rule)
+    assert (m.stop_reason, len(m.samples_us)) == (CONVERGED, 10)  # +/-0.1% at min_samples
+
+
+def test_a_slow_tail_neither_moves_the_median_nor_delays_the_stop():
+    """Host jitter shows up as a few very slow samples: the mean and its interval follow them,
+    the median and its interval do not."""
+    rng = random.Random(7)
+    clean = [rng.gauss(10.0, 0.02) for _ in range(200)]
+    tailed = [x * (6.0 if i % 10 == 3 else 1.0) for i, x in enumerate(clean)]  # 10% at 6x
+    rule = StoppingRule(precision=0.005, min_samples=20, min_time_s=0.0)
+    m, _, _ = measure(iter([10.0, *tailed]), rule)
+    assert m.stop_reason == CONVERGED and len(m.samples_us) <= 40
+    assert m.samples_us == tailed[: len(m.samples_us)]
+    record = m.to_record()
+    assert record["rank_us"] == pytest.approx(statistics.median(clean), rel=0.01)
+    assert record["mean_us"] > 1.3 * statistics.mean(clean)
+    assert summarize(m.samples_us).rse > 0.005  # a rule on the mean would still be waiting
+
+
+def test_slow_calls_stop_on_the_time_budget():
+    calls = iter(range(10_000))
+    # Each call takes 0.5 s; far too noisy to converge.
+    rule = StoppingRule(precision=0.001, min_samples=2, min_time_s=0.0, budget_s=2.0)
+    m, _, _ = measure(lambda: 100.0 if next(calls) % 2 else 300.0, rule, overhead_s=0.5)
+    assert (m.stop_reason, len(m.samples_us)) == (TIME_BUDGET, 4)  # 4 calls of 0.5 s each
+    assert m.elapsed_s == pytest.approx(2.5, abs=2e-3)  # and the warm call before them
+
+
+def test_max_samples_stop():
+    rule = StoppingRule(precision=1e-6, min_samples=10, max_samples=50, min_time_s=0.0)
+    m, _, _ = measure(gaussian(3, 100.0, 0.5), rule, overhead_s=0.0)
+    assert (m.stop_reason, len(m.samples_us)) == (MAX_SAMPLES, 50)
+
+
+def test_min_time_holds_back_convergence():
+    rule = StoppingRule(min_samples=3, min_time_s=1.0)
+    m, _, _ = measure(lambda: 42.0, rule, overhead_s=0.125)
+    assert (m.stop_reason, len(m.samples_us)) == (CONVERGED, 8)
+
+
+def test_warm_up_is_discarded_and_the_budget_starts_after_it():
+    script = iter([2_000_000.0, 120.0, 100.0, 101.0] + [50.0] * 100)
+    rule = StoppingRule(min_samples=5, min_time_s=0.0, budget_s=1.0)
+    m, _, _ = measure(script, rule, warmup=Warmup(), overhead_s=0.0)
+    # The 2 s compile call would have blown the 1 s budget had it counted.
+    assert (m.stop_reason, m.samples_us) == (CONVERGED, [50.0] * 5)
+    assert m.warmup_calls == 4
+
+
+def test_the_correctness_calls_duration_seeds_the_warm_up():
+    rule = StoppingRule(min_samples=5, min_time_s=0.0)
+    # The correctness call took as long as the next call: warm after one call, not two.
+    m, worker, _ = measure(iter([101.0] + [50.0] * 10), rule, warmup=Warmup(), prior_call_us=100.0)
+    assert (m.warmup_calls, m.samples_us) == (1, [50.0] * 5)
+    assert worker.calls == 6
+    # A correctness call that compiled disagrees with the next one and is ignored.
+    script = iter([120.0, 100.0, 101.0] + [50.0] * 10)
+    m, _, _ = measure(script, rule, warmup=Warmup(), prior_call_us=3_000_000.0)
+    assert (m.warmup_calls, m.samples_us) == (3, [50.0] * 5)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_samples_are_rejected(bad):
+    with pytest.raises(ValueError, match="timed call 2 measured"):
+        measure(iter([100.0, bad, 100.0]), StoppingRule())
+
+
+def test_a_wrong_output_while_timed_fails_the_case():
+    with pytest.raises(VerificationFailure, match="timed call 4 returned a wrong output"):
+        measure(lambda: 100.0, StoppingRule(min_samples=10), wrong_from=4)
