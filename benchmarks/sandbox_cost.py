@@ -3,8 +3,9 @@
     python benchmarks/sandbox_cost.py [--starts 5] [--requests 300]
 
 Start-up is from spawning the worker to its first reply (Python and torch imported). The round
-trip is an empty request (`ping`) and a `call` of the identity kernel on a small tensor (CPU, or
-the GPU when there is one: that includes the CUDA tensor transport the session chose).
+trip is an empty request (`ping`), a `call` of the identity kernel on a small tensor (CPU, or
+the GPU when there is one: that includes the CUDA tensor transport the worker chose), and the
+same call on a 64 MiB tensor (the transport's copies both ways).
 Prints a table; medians, with the 10th-90th percentile range.
 """
 
@@ -33,7 +34,9 @@ def measure(sandboxed: bool, starts: int, requests: int) -> dict[str, list[float
     stage = Path(tempfile.mkdtemp(prefix="kb-cost-"))
     (stage / "identity.py").write_text("def custom_kernel(data):\n    return data\n")
     data = torch.arange(1024, dtype=torch.float32, device=device)
-    result: dict[str, list[float]] = {"start_ms": [], "ping_us": [], "call_us": []}
+    big = torch.randn(16 << 20, device=device)  # 64 MiB
+    transport = None
+    result: dict[str, list[float]] = {"start_ms": [], "ping_us": [], "call_us": [], "big_us": []}
     for index in range(starts):
         started = time.perf_counter()
         worker = WorkerProcess(sandboxed=sandboxed)
@@ -47,7 +50,11 @@ def measure(sandboxed: bool, starts: int, requests: int) -> dict[str, list[float
                 result["ping_us"].append(worker.request("ping", 30.0).outside_us)
             for _ in range(requests):
                 result["call_us"].append(worker.request("call", 30.0, data=data).outside_us)
+            for _ in range(requests // 10):
+                result["big_us"].append(worker.request("call", 30.0, data=big).outside_us)
+            transport = worker.transport
         worker.close()
+    print(f"{'sandboxed' if sandboxed else 'plain'}: CUDA tensors crossed by {transport}")
     return result
 
 
@@ -58,25 +65,19 @@ def main() -> None:
     args = parser.parse_args()
 
     from pytest_kernelboard.worker import sandbox
-    from pytest_kernelboard.worker.client import session_transport
 
     reason = sandbox.probe()
     rows = [("plain", measure(False, args.starts, args.requests))]
     if reason is None:
         rows.append(("sandboxed", measure(True, args.starts, args.requests)))
-    print(f"{'worker':<10} {'start-up ms':>24} {'ping us':>24} {'call us':>24}")
+    print(f"{'worker':<10} {'start-up ms':>24} {'ping us':>24} {'call us':>24} {'64 MiB us':>24}")
     for name, r in rows:
         print(
             f"{name:<10} {percentiles(r['start_ms']):>24} {percentiles(r['ping_us']):>24} "
-            f"{percentiles(r['call_us']):>24}"
+            f"{percentiles(r['call_us']):>24} {percentiles(r['big_us']):>24}"
         )
     if reason is not None:
         print(f"no sandboxed row: {reason}")
-    else:
-        import torch
-
-        if torch.cuda.is_available():
-            print(f"CUDA tensors cross the sandbox by: {session_transport()}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One verification pass on a GPU machine; prints a short table at the end.
+#
+#   bash benchmarks/gpu_verify.sh [tests] [selfcheck] [truth] [sandbox]
+#
+# tests      the GPU test files, one pytest each (a slow file cannot hide the others' verdicts)
+# selfcheck  `pytest leaderboards -n 8` on the one GPU: every bundled solution, under load
+# truth      benchmarks/timing_truth.py: ranking statistic vs ncu, score spread, identical-code
+#            speedup, wall times (with 16 host-spinning processes for a busy host)
+# sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
+# Logs go to $OUT (default ./gpu-verify) as one file per stage.
+set -u
+OUT=${OUT:-$PWD/gpu-verify}
+mkdir -p "$OUT"
+stages=${*:-tests selfcheck truth sandbox}
+table=()
+
+run_stage() {  # name, limit in seconds, command...
+    local name=$1 limit=$2
+    shift 2
+    local started=$SECONDS
+    timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
+    local rc=$?
+    local last
+    last=$(grep -E "passed|failed|error" "$OUT/$name.log" | tail -1 | cut -c1-90)
+    table+=("$(printf '%-34s rc=%-3s %4ss  %s' "$3" "$rc" $((SECONDS - started)) "$last")")
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+    --format=csv,noheader
+python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+
+for stage in $stages; do
+    case $stage in
+    tests)
+        for file in tests/test_window_gpu.py tests/test_sandbox_gpu.py tests/test_gpu_timing.py \
+            tests/test_gpu_reference_runs.py tests/test_cuda_source_gpu.py tests/test_hostile.py \
+            tests/test_profiling.py tests/test_gpumode_compat.py; do
+            echo "==== $file" >>"$OUT/tests.log"
+            run_stage tests 300 python -m pytest "$file" -q -rfEs -p no:cacheprovider
+        done
+        ;;
+    selfcheck)
+        run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
+        ;;
+    truth)
+        run_stage truth 560 python benchmarks/timing_truth.py --runs 5 --noisy 16 --out "$OUT"
+        tail -40 "$OUT/truth.log"
+        ;;
+    sandbox)
+        run_stage sandbox 200 python benchmarks/sandbox_cost.py
+        tail -15 "$OUT/sandbox.log"
+        ;;
+    esac
+done
+
+echo
+echo "== gpu_verify: $stages =="
+printf '%s\n' "${table[@]}"
