@@ -49,18 +49,22 @@ def test_a_larger_input_grows_the_inbound_window(worker):
     assert torch.equal(back, big + 1)
 
 
-def test_a_reply_larger_than_the_outbound_window_comes_as_a_copy_and_grows_it(worker):
+def test_a_reply_larger_than_the_outbound_window_comes_as_a_copy_and_grows_it(worker, tmp_path):
     import torch
 
-    worker.request("echo", 60.0, data=torch.ones(4, device="cuda"))
+    (tmp_path / "tripler.py").write_text(
+        "import torch\n\ndef custom_kernel(x):\n    return torch.cat([x, x, x, x])\n"
+    )
+    worker.load(tmp_path, "tripler", 60.0)
+    x = torch.randn(1 << 20, device="cuda")  # 4 MiB in, 16 MiB out
+    reply = worker.request("call", 60.0, data=x)
     out_size = worker.windows["out"].size
-    # The reply is as large as the input, so grow only the inbound window by sending a view
-    # of a large storage whose echo (a fresh tensor) needs the same large outbound window.
-    big = torch.randn(out_size // 2, device="cuda")  # 2x the outbound window in bytes
-    back = worker.request("echo", 60.0, data=big).payload["output"]
-    assert torch.equal(back, big + 1)
-    worker.request("echo", 60.0, data=torch.ones(4, device="cuda"))  # the next request grows it
-    assert worker.windows["out"].size >= big.numel() * 4
+    assert out_size < 4 * x.numel() * 4  # it did not fit: it came as host copies
+    assert reply.host_transport  # and the judge's clock knows it held copies
+    assert torch.equal(reply.payload["output"], torch.cat([x, x, x, x]))
+    again = worker.request("call", 60.0, data=x)  # the next request grows the window first
+    assert worker.windows["out"].size >= 4 * x.numel() * 4 and not again.host_transport
+    assert torch.equal(again.payload["output"], torch.cat([x, x, x, x]))
 
 
 def test_a_worker_that_dies_leaves_the_judges_windows_released(worker):

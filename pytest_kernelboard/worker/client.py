@@ -220,11 +220,14 @@ class WorkerProcess:
             return pickles.dumps(message, self.trusted)
         packer = window.Packer(self.windows["in"].device)
         data = pickles.dumps(message, self.trusted, packer)
-        if self._outbound_needed > self.windows["out"].size:
-            needed, self._outbound_needed = self._outbound_needed, 0
-            self._share_window("out", window.grown_size(needed, self.windows["out"].size))
         if packer.nbytes > self.windows["in"].size:
             self._share_window("in", window.grown_size(packer.nbytes, self.windows["in"].size))
+        # Outputs are mostly no larger than inputs: the outbound window keeps pace, and grows
+        # further where a reply had to come as host copies.
+        needed = max(self._outbound_needed, self.windows["in"].size)
+        self._outbound_needed = 0
+        if needed > self.windows["out"].size:
+            self._share_window("out", window.grown_size(needed, self.windows["out"].size))
         packer.copy_into(self.windows["in"])
         return data
 
@@ -300,7 +303,10 @@ class WorkerProcess:
             reply["output"] = transport.to_device(reply["output"])
         if trace_path is not None:
             shutil.move(payload["trace_path"], trace_path)
-        return Reply(reply, elapsed, (ready_at - sent) * 1e6, host_transport)
+        # A reply too large for the outbound window came as host copies: the judge's clock
+        # holds those copies, as it does on the host transport.
+        copied = host_transport or self._outbound_needed > 0
+        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied)
 
     def _receive(self, op: Op, deadline: float, timeout_s: float) -> dict[str, Any]:
         """One reply, read as untrusted data: by the deadline, capped, data-only unpickling,
