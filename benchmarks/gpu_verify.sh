@@ -8,12 +8,16 @@
 # truth      benchmarks/timing_truth.py: ranking statistic vs ncu, score spread, identical-code
 #            speedup, wall times (with 16 host-spinning processes for a busy host)
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
-# Logs go to $OUT (default ./gpu-verify) as one file per stage.
+# Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files;
+# TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds.
 set -u
 OUT=${OUT:-$PWD/gpu-verify}
 mkdir -p "$OUT"
 stages=${*:-tests selfcheck truth sandbox}
 table=()
+ALL_GPU_TESTS="tests/test_window_gpu.py tests/test_sandbox_gpu.py tests/test_gpu_timing.py
+    tests/test_gpu_reference_runs.py tests/test_cuda_source_gpu.py tests/test_hostile.py
+    tests/test_profiling.py tests/test_gpumode_compat.py"
 
 run_stage() {  # name, limit in seconds, command...
     local name=$1 limit=$2
@@ -33,18 +37,16 @@ python -c "import torch, triton; print('torch', torch.__version__, 'triton', tri
 for stage in $stages; do
     case $stage in
     tests)
-        for file in tests/test_window_gpu.py tests/test_sandbox_gpu.py tests/test_gpu_timing.py \
-            tests/test_gpu_reference_runs.py tests/test_cuda_source_gpu.py tests/test_hostile.py \
-            tests/test_profiling.py tests/test_gpumode_compat.py; do
+        for file in ${GPU_TEST_FILES:-$ALL_GPU_TESTS}; do
             echo "==== $file" >>"$OUT/tests.log"
-            run_stage tests 300 python -m pytest "$file" -q -rfEs -p no:cacheprovider
+            run_stage tests "${TEST_LIMIT:-300}" python -m pytest "$file" -q -rfEs -p no:cacheprovider
         done
         ;;
     selfcheck)
         run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
         ;;
     truth)
-        run_stage truth 560 python benchmarks/timing_truth.py --runs 5 --noisy 16 --out "$OUT"
+        run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy 16 --out "$OUT"
         tail -40 "$OUT/truth.log"
         ;;
     sandbox)
