@@ -223,7 +223,21 @@ def pytest_run(cwd: Path, target: str, mode: str, results: Path | None, extra=()
                 print("    " + line[:300])
     if results is not None and results.exists():
         file_run(cwd, results)
+        record_progress(mode, wall, json.loads(results.read_text()))
     return wall
+
+
+def record_progress(mode: str, wall: float, doc: dict) -> None:
+    """One line per run in OUT/progress.jsonl as it finishes: a run cut short keeps its numbers."""
+    evaluation = doc["evaluations"][0]
+    ranks = {
+        json.dumps(c["spec"]): (c.get("timing") or {}).get("rank_us")
+        for c in evaluation["cases"]
+        if c["kind"] == "benchmark"
+    }
+    line = {"mode": mode, "wall_s": wall, "summary": evaluation["summary"], "rank_us": ranks}
+    with open(FAILURES.parent / "progress.jsonl", "a") as progress:
+        progress.write(json.dumps(line) + "\n")
 
 
 def ncu_add_times() -> dict[int, float]:
@@ -241,7 +255,8 @@ def ncu_add_times() -> dict[int, float]:
             "--metrics",
             "gpu__time_duration.sum",
             "-k",
-            "regex:add",
+            # torch.add's kernel (randn's is distribution_elementwise_grid_stride_kernel)
+            "regex:^vectorized_elementwise_kernel",
             sys.executable,
             str(script),
         ],
@@ -251,7 +266,8 @@ def ncu_add_times() -> dict[int, float]:
     rows = [
         r
         for r in csv.DictReader(io.StringIO(proc.stdout[proc.stdout.find('"ID"') :]))
-        if r.get("Metric Name") == "gpu__time_duration.sum" and "add" in r.get("Kernel Name", "")
+        if r.get("Metric Name") == "gpu__time_duration.sum"
+        and "vectorized_elementwise_kernel" in r.get("Kernel Name", "")
     ]
     scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
     values = [

@@ -34,6 +34,10 @@ UNACCOUNTED_MIN_US = 100.0
 
 Progress = Callable[[str, int, float, float], None]  # (label, n, median_us, halfwidth)
 
+# A cheat that works outside the timed interval (in the reply's pickling, say) does so in every
+# call; a busy host makes the judge wake late in some. Over this share of calls, the case fails.
+UNSEEN_MAJORITY = 0.5
+
 
 class VerificationFailure(Exception):
     """A timed call returned a wrong output."""
@@ -215,6 +219,7 @@ class CaseTimer:
             )
 
         stats = RunningMedian()
+        unaccounted: list[str] = []  # the judge's clock saw work outside these calls' intervals
         timing_started = self.clock()
         last_progress = timing_started
         while True:
@@ -229,6 +234,8 @@ class CaseTimer:
             if reply.get("blocking_off") and not m.blocking_off:
                 m.blocking_off = reply["blocking_off"]
             m.host_bound_calls += sample > reply["device_us"]
+            if reply.get("outside_unseen"):
+                unaccounted.append(reply["outside_unseen"])
             stats.add(sample)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
@@ -243,6 +250,11 @@ class CaseTimer:
                 m.stop_reason = reason
                 break
         m.elapsed_s = self.clock() - started
+        if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):
+            raise VerificationFailure(
+                "the reported time disagrees with the judge's clock in "
+                f"{len(unaccounted)} of {len(m.samples_us)} calls: {unaccounted[0]}"
+            )
         m.clocks_after = devices.gpu_state() if self.use_cuda else None
         self._judge_plausibility(m)
         return m

@@ -194,3 +194,36 @@ def test_non_finite_samples_are_rejected(bad):
 def test_a_wrong_output_while_timed_fails_the_case():
     with pytest.raises(VerificationFailure, match="timed call 4 returned a wrong output"):
         measure(lambda: 100.0, StoppingRule(min_samples=10), wrong_from=4)
+
+
+class UnseenWorker(FakeWorker):
+    """Replies whose judge's view saw work outside the timed interval in `flagged` calls."""
+
+    def __init__(self, clock: FakeClock, device_us: Iterator[float], flagged: set[int]) -> None:
+        super().__init__(clock, device_us)
+        self.flagged = flagged
+
+    def request_time(self, data: int, flush_bytes: int, remaining_s: float) -> dict:
+        reply = super().request_time(data, flush_bytes, remaining_s)
+        if self.calls in self.flagged:
+            reply["outside_unseen"] = "the request took 7000 us but the worker accounts for 20 us"
+        return reply
+
+
+def unseen_measure(flagged: set[int]) -> Measurement:
+    clock = FakeClock()
+    worker = UnseenWorker(clock, iter(lambda: 10.0, None), flagged)
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=False, clock=clock)
+    rule = StoppingRule(precision=0.005, min_samples=20, min_time_s=0.0, max_samples=20)
+    plan = TimingPlan(rule=rule, warmup=ONE_WARM_CALL, flush_bytes=0)
+    return timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+
+
+def test_a_few_calls_the_busy_judge_saw_late_do_not_fail_the_case():
+    m = unseen_measure(flagged={3, 9, 15})  # a descheduled judge wakes late now and then
+    assert len(m.samples_us) == 20
+
+
+def test_work_outside_the_interval_in_most_calls_fails_the_case():
+    with pytest.raises(VerificationFailure, match=r"judge's clock in 1[0-9] of 20 calls"):
+        unseen_measure(flagged=set(range(2, 30, 1)) - {5, 6, 7, 8})

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_kernelboard.cases import TEST, Case
 from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.outside_clock import gpu_disagreement
+from pytest_kernelboard.outside_clock import overclaimed, unaccounted
 from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.reference_loader import LeaderboardModules
 from pytest_kernelboard.task import load_task
@@ -92,10 +92,11 @@ def test_tensors_survive_the_data_only_unpickler():
 
 
 def test_the_gpu_cross_check_catches_reports_the_judge_did_not_see():
-    assert gpu_disagreement(10.0, 40.0, 300.0, 80.0) is None  # honest: a short call
-    assert gpu_disagreement(900.0, 950.0, 1000.0, 80.0) is None  # honest: a long call
-    assert "whole request took" in gpu_disagreement(5000.0, 5000.0, 1000.0, 80.0)
-    assert "outside its timed interval" in gpu_disagreement(3.0, 5.0, 10_000.0, 80.0)
+    assert overclaimed(10.0, 40.0, 300.0) is None  # honest: a short call
+    assert overclaimed(900.0, 950.0, 1000.0) is None  # honest: a long call
+    assert "whole request took" in overclaimed(5000.0, 5000.0, 1000.0)
+    assert unaccounted(40.0, 300.0, 80.0) is None and unaccounted(950.0, 1000.0, 80.0) is None
+    assert "outside its timed interval" in unaccounted(5.0, 10_000.0, 80.0)
 
 
 def test_a_judge_whose_input_cannot_be_shared_fails_that_case_only(monkeypatch, tmp_path):

@@ -140,6 +140,7 @@ class WorkerProcess:
         self.transport: str | None = None  # for CUDA tensors; decided on first use
         self.windows: dict[str, window.Window] = {}  # the shared device windows, by direction
         self._outbound_needed = 0  # a reply came as host copies: grow the outbound window
+        self.sent_at = 0.0  # when the last request's bytes went out (time.perf_counter)
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self._staged_from: Path | None = None
         self.outbox: Path | None = None  # a host folder the sandboxed worker may write to
@@ -211,7 +212,9 @@ class WorkerProcess:
         """One request on the wire, pickled with the leaderboard's classes by name; its CUDA
         tensors go through the inbound window where that is the transport. `pass_fd` follows
         the frame over the socket (a window's descriptor)."""
-        self.conn.send_bytes(self._encode(message))
+        data = self._encode(message)
+        self.sent_at = time.perf_counter()  # the judge's clock opens once the bytes are ready
+        self.conn.send_bytes(data)
         if pass_fd is not None:
             window.send_fd(self.conn.fileno(), pass_fd)
 
@@ -276,7 +279,7 @@ class WorkerProcess:
             raise WorkerFailure(
                 "error", f"the input could not be sent to the worker: {type(exc).__name__}: {exc}"
             ) from None
-        sent = time.perf_counter()
+        sent = self.sent_at
         deadline = started + timeout_s
         while True:
             remaining = deadline - time.perf_counter()
