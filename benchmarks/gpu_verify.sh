@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One verification pass on a GPU machine; prints a short table at the end.
 #
-#   bash benchmarks/gpu_verify.sh [tests] [selfcheck] [truth] [sandbox]
+#   bash benchmarks/gpu_verify.sh [tests] [selfcheck] [truth] [sandbox] [profile] [accuracy]
 #
 # tests      the GPU test files, one pytest each (a slow file cannot hide the others' verdicts)
 # selfcheck  `pytest leaderboards -n 8` on the one GPU: every bundled solution, under load
 # truth      benchmarks/timing_truth.py: ranking statistic vs ncu, score spread, identical-code
 #            speedup, wall times (with 16 host-spinning processes for a busy host)
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
+# profile    the vectoradd example in profile mode (ncu where present)
+# accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
+# With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files;
 # TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds.
 set -u
@@ -52,6 +55,14 @@ for stage in $stages; do
     sandbox)
         run_stage sandbox 200 python benchmarks/sandbox_cost.py
         tail -15 "$OUT/sandbox.log"
+        ;;
+    profile)
+        run_stage profile 300 python -m pytest submissions/vectoradd/example/submission.py \
+            -p no:cacheprovider -rfEs --kb-mode profile --kb-results "$OUT/profile.json"
+        ;;
+    accuracy)
+        run_stage accuracy 560 python benchmarks/timing_accuracy.py --runs 5 --out "$OUT"
+        tail -20 "$OUT/accuracy.log"
         ;;
     esac
 done
