@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kernelboard.store import code_relpath, record_relpath  # noqa: E402
+from pytest_kernelboard.results.store import code_relpath, record_relpath  # noqa: E402
 from site_generator.build import build_site  # noqa: E402
 
 DEVICES = ["H100", "A100", "L4", "B200", "H200", "T4", "MI300", "CPU"]

@@ -25,7 +25,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_kernelboard.profiling import DURATION_TO_US
+from pytest_kernelboard.judge.profiling import DURATION_TO_US
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 COPY_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB]
@@ -248,7 +248,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("timing_accuracy needs a CUDA GPU", file=sys.stderr)
         return 2
-    from pytest_kernelboard import devices
+    from pytest_kernelboard.judge import devices
 
     env = devices.environment()
     peak = devices.peak_bandwidth_bytes_per_s() or float("nan")

@@ -190,7 +190,8 @@ def write_board(root: Path, name: str, task: str, reference: str, submission: st
 # Until reference runs are stored, every run measures the reference anyway.
 REMEASURE = (
     ["--kb-remeasure-reference"]
-    if "kb-remeasure-reference" in (REPO / "pytest_kernelboard" / "plugin.py").read_text()
+    if "kb-remeasure-reference"
+    in (REPO / "pytest_kernelboard" / "plugin" / "__init__.py").read_text()
     else []
 )
 

@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 # How a call is timed (flush, blocking kernel, events, statistic). Bump it whenever the method
-# changes: filed reference runs of another method then stop being reused (reference_runs.py).
+# changes: filed reference runs of another method then stop being reused (results/reference_runs.py).
 # 2: the stream held by a blocking kernel, the median ranks, every timed call verified.
 TIMING_METHOD = 2

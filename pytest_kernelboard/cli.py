@@ -12,11 +12,11 @@ import sys
 
 # Modules that contribute subcommands, in the order `--help` lists them.
 COMMAND_MODULES = [
-    "pytest_kernelboard.scaffold",  # kernelboard new
+    "pytest_kernelboard.spec.scaffold",  # kernelboard new
     "pytest_kernelboard.importers",  # kernelboard import gpumode|...
     "pytest_kernelboard.pr.cli",  # kernelboard pr
-    "pytest_kernelboard.store",  # kernelboard results
-    "pytest_kernelboard.runner_labels",  # kernelboard runner-labels
+    "pytest_kernelboard.results.store",  # kernelboard results
+    "pytest_kernelboard.pr.runner_labels",  # kernelboard runner-labels
     "site_generator.cli",  # kernelboard site
 ]
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .task import TaskSpec
+from .spec.task import TaskSpec
 from .utc import parse_utc
 
 RANKED_MODE = "leaderboard"

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 
 class RankingBy(StrEnum):
-    """How per-case timings become a score (GPU MODE's names); see timing/scoring.py."""
+    """How per-case timings become a score (GPU MODE's names); see stats/scoring.py."""
 
     LAST = "last"  # the last benchmark case only
     MEAN = "mean"  # arithmetic mean of the case means

@@ -44,7 +44,7 @@ from pytest_kernelboard.presentation import (
     fmt_speedup,
     fmt_us,
 )
-from pytest_kernelboard.timing.speed_of_light import speed_of_light
+from pytest_kernelboard.stats.speed_of_light import speed_of_light
 from pytest_kernelboard.utc import format_utc
 
 from . import charts

@@ -9,8 +9,8 @@ import http.server
 import sys
 from pathlib import Path
 
-from pytest_kernelboard.discovery import find_repo_root
-from pytest_kernelboard.task import TaskError
+from pytest_kernelboard.spec.discovery import find_repo_root
+from pytest_kernelboard.spec.task import TaskError
 from pytest_kernelboard.utc import parse_utc
 
 from .build import BuildError, build_site

@@ -34,10 +34,10 @@ except ImportError:  # pragma: no cover - the standard library does the same, sl
 
 
 from pytest_kernelboard import rankings
-from pytest_kernelboard.discovery import Catalog, load_catalog
-from pytest_kernelboard.store import code_index, iter_records
-from pytest_kernelboard.task import TaskSpec
-from pytest_kernelboard.timing.speed_of_light import speed_of_light
+from pytest_kernelboard.results.store import code_index, iter_records
+from pytest_kernelboard.spec.discovery import Catalog, load_catalog
+from pytest_kernelboard.spec.task import TaskSpec
+from pytest_kernelboard.stats.speed_of_light import speed_of_light
 
 
 def code_visible(task: TaskSpec, now: dt.datetime) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import bench_bridge
+from pytest_kernelboard.plugin import bench_bridge
 
 pytest_plugins = ["pytester"]
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import bench_bridge
+from pytest_kernelboard.plugin import bench_bridge
 
 FAKE_ENV = {FAKE_ENV!r}
 
@@ -82,7 +82,7 @@ def run(pytester, *args):
 def run_subprocess(pytester, monkeypatch, *args):
     # pytest-benchmark fails a regressed comparison by raising out of the terminal summary, which
     # an in-process run would propagate into this test; a real process turns it into an exit code.
-    root = str(Path(bench_bridge.__file__).resolve().parent.parent)
+    root = str(Path(bench_bridge.__file__).resolve().parents[2])
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     )

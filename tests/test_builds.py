@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import builds
-from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import DEFAULT_COMPILE_TIMEOUT_S, TaskError, load_task
+from pytest_kernelboard.judge import builds
+from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.cases import TEST, Case
+from pytest_kernelboard.spec.task import DEFAULT_COMPILE_TIMEOUT_S, TaskError, load_task
 from pytest_kernelboard.worker.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
@@ -79,7 +79,7 @@ def test_the_budget_comes_from_task_yml_or_the_command_line(tmp_path: Path) -> N
 BUILDER = """
 import sys, time
 from pathlib import Path
-from pytest_kernelboard.builds import cached_build
+from pytest_kernelboard.judge.builds import cached_build
 
 root, key, counter = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 
@@ -171,7 +171,7 @@ def test_a_stale_torch_extension_lock_no_longer_blocks(tmp_path: Path, monkeypat
 
 def test_the_guard_installs_when_a_submission_imports_torch_extensions() -> None:
     code = (
-        "import sys; from pytest_kernelboard import builds\n"
+        "import sys; from pytest_kernelboard.judge import builds\n"
         "builds.guard_torch_extension_builds_on_import()\n"
         "assert 'torch.utils.cpp_extension' not in sys.modules\n"
         "from torch.utils.cpp_extension import load_inline\n"

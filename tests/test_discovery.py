@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.devices import leaderboard_device_name
-from pytest_kernelboard.discovery import find_repo_root, identify_submission, popcorn_headers
+from pytest_kernelboard.judge.devices import leaderboard_device_name
+from pytest_kernelboard.spec.discovery import find_repo_root, identify_submission, popcorn_headers
 
 CORRECT = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n"
 

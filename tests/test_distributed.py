@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import BENCHMARK, TEST, Case, task_cases
-from pytest_kernelboard.distributed import (
+from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.distributed import (
     CPU_MAX_WORLD_SIZE,
     DistributedJudge,
     make_judge,
     rank_summary,
 )
-from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.measure import TimingPlan
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import TaskError, load_task
-from pytest_kernelboard.timing.stopping import StoppingRule, Warmup
+from pytest_kernelboard.judge.measure import TimingPlan
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case, task_cases
+from pytest_kernelboard.spec.task import TaskError, load_task
+from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.worker.client import WorkerPool, WorkerProcess
 from pytest_kernelboard.worker.environment import NO_MULTICAST, worker_environment
 
@@ -225,7 +225,7 @@ def test_a_port_taken_before_rank_zero_binds_is_retried_with_a_fresh_one(
 ):
     import socket
 
-    from pytest_kernelboard import distributed
+    from pytest_kernelboard.judge import distributed
 
     squatter = socket.socket()
     squatter.bind(("0.0.0.0", 0))  # another run holds this port (bound, not listening)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.cases import BENCHMARK, TEST, task_cases
-from pytest_kernelboard.distributed import make_judge
-from pytest_kernelboard.measure import TimingPlan, default_flush_bytes
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import load_task
-from pytest_kernelboard.timing.stopping import StoppingRule, Warmup
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.judge.distributed import make_judge
+from pytest_kernelboard.judge.measure import TimingPlan, default_flush_bytes
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.cases import BENCHMARK, TEST, task_cases
+from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.worker.client import WorkerPool
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kernelboard.bench_bridge import BridgeError
 from pytest_kernelboard.errors import KernelboardError
+from pytest_kernelboard.judge.profiling import ProfileError
+from pytest_kernelboard.plugin.bench_bridge import BridgeError
 from pytest_kernelboard.pr.git import GitError
 from pytest_kernelboard.pr.pipeline import PipelineError
-from pytest_kernelboard.profiling import ProfileError
-from pytest_kernelboard.records import RecordError
-from pytest_kernelboard.scaffold import ScaffoldError
-from pytest_kernelboard.store import StoreError
-from pytest_kernelboard.task import TaskError
+from pytest_kernelboard.results.records import RecordError
+from pytest_kernelboard.results.store import StoreError
+from pytest_kernelboard.spec.scaffold import ScaffoldError
+from pytest_kernelboard.spec.task import TaskError
 from site_generator.build import BuildError
 
 

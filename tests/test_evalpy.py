@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import BENCHMARK, TEST
-from pytest_kernelboard.evalpy import (
+from pytest_kernelboard.judge.evalpy import (
     EvalPyRunner,
     case_line,
     is_evalpy_task,
     parse_report,
     timing_record,
 )
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.spec.cases import BENCHMARK, TEST
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVALPY = FIXTURES / "evalpy"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.records import validate_run
-from pytest_kernelboard.store import add_run
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.results.records import validate_run
+from pytest_kernelboard.results.store import add_run
 from tests.test_gpu_timing import REFERENCE, SUBMISSIONS, TASK
 
 pytestmark = [

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.records import validate_run
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.results.records import validate_run
 
 pytestmark = [
     pytest.mark.gpu,

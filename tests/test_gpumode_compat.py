@@ -15,9 +15,9 @@ import pytest
 import torch
 import yaml
 
-from pytest_kernelboard.discovery import load_catalog
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import GPUMODE_KEYS, load_task
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.discovery import load_catalog
+from pytest_kernelboard.spec.task import GPUMODE_KEYS, load_task
 
 GPUMODE = Path(__file__).parent / "fixtures" / "gpumode"
 GROUP = GPUMODE / "leaderboards" / "pmpp"

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from pytest_kernelboard.cli import main
-from pytest_kernelboard.discovery import reload_catalog
-from pytest_kernelboard.sidecar import SIDECAR_NAME
+from pytest_kernelboard.spec.discovery import reload_catalog
+from pytest_kernelboard.spec.sidecar import SIDECAR_NAME
 
 PROBLEMS = Path(__file__).parent / "fixtures" / "gpumode_problems"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.cases import TEST, Case
+from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.worker.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kernelboard.importers import kernelbench
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.discovery import load_catalog, task_files
-from pytest_kernelboard.task import TaskError
+from pytest_kernelboard.spec.discovery import load_catalog, task_files
+from pytest_kernelboard.spec.task import TaskError
 
 LAYOUT = Path(__file__).parent / "fixtures" / "layout"
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_kernelboard.cases import BENCHMARK, Case
-from pytest_kernelboard.measure import CaseTimer, Measurement, TimingPlan, VerificationFailure
-from pytest_kernelboard.timing.stats import RunningMedian, summarize
-from pytest_kernelboard.timing.stopping import (
+from pytest_kernelboard.judge.measure import CaseTimer, Measurement, TimingPlan, VerificationFailure
+from pytest_kernelboard.spec.cases import BENCHMARK, Case
+from pytest_kernelboard.stats.stats import RunningMedian, summarize
+from pytest_kernelboard.stats.stopping import (
     CONVERGED,
     MAX_SAMPLES,
     TIME_BUDGET,

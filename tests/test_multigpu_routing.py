@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.discovery import SubmissionRef
-from pytest_kernelboard.judge import CaseOutcome
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.judge.core import CaseOutcome
+from pytest_kernelboard.plugin.xdist_gpus import pin_xdist_worker, worker_results_path
 from pytest_kernelboard.pr.gate import multi_gpu_devices, runner_labels
-from pytest_kernelboard.results import RunRecorder
-from pytest_kernelboard.runner_labels import labels
-from pytest_kernelboard.task import load_task
-from pytest_kernelboard.xdist_gpus import pin_xdist_worker, worker_results_path
+from pytest_kernelboard.pr.runner_labels import labels
+from pytest_kernelboard.results.recorder import RunRecorder
+from pytest_kernelboard.spec.cases import TEST, Case
+from pytest_kernelboard.spec.discovery import SubmissionRef
+from pytest_kernelboard.spec.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_kernelboard import devices
+from pytest_kernelboard.judge import devices
 
 
 def test_environment_records_the_tf32_flags_as_set_not_overridden():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_kernelboard.selfcheck import missing_optional_package
+from pytest_kernelboard.plugin.selfcheck import missing_optional_package
 
 
 def test_a_missing_optional_toolchain_is_named() -> None:

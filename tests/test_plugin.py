@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.records import validate_run
+from pytest_kernelboard.results.records import validate_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALICE = "submissions/addone/alice/submission.py"

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_kernelboard.pr import comment, pipeline
 from pytest_kernelboard.pr.gate import GateResult, Problem
-from pytest_kernelboard.records import validate_run
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.results.records import validate_run
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pr"
 SHA256 = "c" * 64

@@ -88,7 +88,7 @@ def test_workflow_edit_is_rejected(repo):
 @pytest.mark.parametrize(
     "path, what",
     [
-        ("pytest_kernelboard/plugin.py", "the harness"),
+        ("pytest_kernelboard/plugin/__init__.py", "the harness"),
         ("leaderboards/tiny/reference.py", "the leaderboards"),
         ("results/tiny/CPU/x.json", "the results"),
         ("site_generator/x.py", "the site"),

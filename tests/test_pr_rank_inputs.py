@@ -11,10 +11,10 @@ import pytest
 from test_pr_comment import make_gate, make_run
 
 from pytest_kernelboard.cli import main
-from pytest_kernelboard.discovery import reload_catalog
 from pytest_kernelboard.errors import KernelboardError
 from pytest_kernelboard.pr import comment, pipeline
 from pytest_kernelboard.pr.comment import DeviceOutcome
+from pytest_kernelboard.spec.discovery import reload_catalog
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pr" / "repo"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.profiling import (
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.judge.profiling import (
     CPU_OPS,
     KERNELS,
     CaseProfiler,
@@ -20,7 +20,7 @@ from pytest_kernelboard.profiling import (
     report_dir_for,
     trace_kernels,
 )
-from pytest_kernelboard.records import validate_run
+from pytest_kernelboard.results.records import validate_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALICE = "submissions/addone/alice/submission.py"

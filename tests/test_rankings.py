@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_kernelboard import rankings
-from pytest_kernelboard.discovery import load_catalog
-from pytest_kernelboard.store import iter_records
+from pytest_kernelboard.results.store import iter_records
+from pytest_kernelboard.spec.discovery import load_catalog
 
 FIXTURE = Path(__file__).parent / "fixtures" / "site"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import TIMING_METHOD, devices
-from pytest_kernelboard.cases import BENCHMARK, Case
-from pytest_kernelboard.discovery import SubmissionRef
-from pytest_kernelboard.judge import CaseOutcome
+from pytest_kernelboard import TIMING_METHOD
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.judge.core import CaseOutcome
 from pytest_kernelboard.pr import pipeline
-from pytest_kernelboard.records import validate_run
-from pytest_kernelboard.reference_runs import (
+from pytest_kernelboard.results.recorder import RunRecorder
+from pytest_kernelboard.results.records import validate_run
+from pytest_kernelboard.results.reference_runs import (
     MEASURED,
     STORED,
     ReferenceIdentity,
@@ -24,9 +24,10 @@ from pytest_kernelboard.reference_runs import (
     case_key,
     stored_reference_timings,
 )
-from pytest_kernelboard.results import RunRecorder
-from pytest_kernelboard.store import StoreError, add_run
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.results.store import StoreError, add_run
+from pytest_kernelboard.spec.cases import BENCHMARK, Case
+from pytest_kernelboard.spec.discovery import SubmissionRef
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALICE = "submissions/addone/alice/submission.py"

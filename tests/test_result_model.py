@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from pytest_kernelboard import store
-from pytest_kernelboard.cases import BENCHMARK, TEST, Case
-from pytest_kernelboard.discovery import SubmissionRef
-from pytest_kernelboard.judge import CaseOutcome
-from pytest_kernelboard.records import RUN_SCHEMA, RecordError, parse_run, validate_run
-from pytest_kernelboard.result_model import (
+from pytest_kernelboard.judge.core import CaseOutcome
+from pytest_kernelboard.results import store
+from pytest_kernelboard.results.recorder import RunRecorder
+from pytest_kernelboard.results.records import RUN_SCHEMA, RecordError, parse_run, validate_run
+from pytest_kernelboard.results.result_model import (
     ABSENT,
     CaseRecord,
     Mode,
@@ -26,8 +25,9 @@ from pytest_kernelboard.result_model import (
     Summary,
     json_schema,
 )
-from pytest_kernelboard.results import RunRecorder
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
+from pytest_kernelboard.spec.discovery import SubmissionRef
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HAND_SCHEMA = FIXTURES / "records" / "hand_written_run_schema.json"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.outside_clock import overclaimed, unaccounted
+from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.outside_clock import overclaimed, unaccounted
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.pr import pipeline
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.spec.cases import TEST, Case
+from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.worker import protocol, sandbox, wire
 from pytest_kernelboard.worker.client import WorkerPool
 

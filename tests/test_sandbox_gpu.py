@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import devices
-from pytest_kernelboard.cases import BENCHMARK, TEST, Case
-from pytest_kernelboard.judge import SubmissionJudge
-from pytest_kernelboard.measure import TimingPlan, default_flush_bytes
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.task import load_task
-from pytest_kernelboard.timing.stopping import StoppingRule, Warmup
+from pytest_kernelboard.judge import devices
+from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.measure import TimingPlan, default_flush_bytes
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
+from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.worker import sandbox, transport
 from pytest_kernelboard.worker.client import WorkerPool, WorkerProcess, session_transport
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from pytest_kernelboard import cli
-from pytest_kernelboard.scaffold import (
+from pytest_kernelboard.spec.scaffold import (
     UTILS_TEMPLATE,
     ScaffoldError,
     create_leaderboard,
     template_text,
 )
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.spec.task import load_task
 
 REPO = Path(__file__).resolve().parents[1]
 STAGED_MODULES = ("reference", "task", "utils", "submission")
@@ -136,5 +136,5 @@ def test_packaged_utils_matches_repository_utils():
     if not repo_utils.is_file():
         pytest.skip("no leaderboards/utils.py in this checkout")
     assert template_text(UTILS_TEMPLATE) == repo_utils.read_text(encoding="utf-8"), (
-        "pytest_kernelboard/scaffold_template/utils.py.tmpl is out of date: copy leaderboards/utils.py"
+        "pytest_kernelboard/spec/scaffold_template/utils.py.tmpl is out of date: copy leaderboards/utils.py"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.discovery import load_catalog
+from pytest_kernelboard.spec.discovery import load_catalog
 from site_generator.build import build_site
 from site_generator.cli import serve
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.discovery import load_catalog
+from pytest_kernelboard.spec.discovery import load_catalog
 from site_generator.build import BuildError, build_site, status_of
 
 FIXTURE = Path(__file__).parent / "fixtures" / "site"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import BENCHMARK, Case
-from pytest_kernelboard.discovery import SubmissionRef
-from pytest_kernelboard.judge import CaseOutcome
+from pytest_kernelboard.judge.core import CaseOutcome
 from pytest_kernelboard.pr import comment
 from pytest_kernelboard.presentation import fmt_speed_of_light
-from pytest_kernelboard.records import validate_run
-from pytest_kernelboard.results import RunRecorder
-from pytest_kernelboard.task import load_task
-from pytest_kernelboard.timing.speed_of_light import speed_of_light, with_speed_of_light
+from pytest_kernelboard.results.recorder import RunRecorder
+from pytest_kernelboard.results.records import validate_run
+from pytest_kernelboard.spec.cases import BENCHMARK, Case
+from pytest_kernelboard.spec.discovery import SubmissionRef
+from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.stats.speed_of_light import speed_of_light, with_speed_of_light
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SITE = FIXTURES / "site"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import store
-from pytest_kernelboard.discovery import load_catalog
 from pytest_kernelboard.pr import comment
 from pytest_kernelboard.presentation import fmt_speedup
-from pytest_kernelboard.summary import summarize_evaluation
+from pytest_kernelboard.results import store
+from pytest_kernelboard.results.summary import summarize_evaluation
+from pytest_kernelboard.spec.discovery import load_catalog
 from site_generator.build import build_site
 
 FIXTURES = Path(__file__).parent / "fixtures"

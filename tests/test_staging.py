@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import staging
-from pytest_kernelboard.task import load_task
+from pytest_kernelboard.judge import staging
+from pytest_kernelboard.spec.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

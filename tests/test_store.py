@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard import store
+from pytest_kernelboard.results import store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "site"
 SAMPLE = FIXTURE / "results" / "softmax" / "H100"
@@ -53,7 +53,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def add(root: Path, doc_or_text, *extra: str, name: str = "run.json") -> int:
-    from pytest_kernelboard.store import cmd_add, register
+    from pytest_kernelboard.results.store import cmd_add, register
 
     path = root / name
     path.write_text(doc_or_text if isinstance(doc_or_text, str) else json.dumps(doc_or_text))
@@ -202,8 +202,8 @@ def test_iter_records_skips_code(repo: Path):
 
 def test_fixture_store_is_what_results_add_produces():
     """Every committed fixture record passes validation and sits where add would put it."""
-    from pytest_kernelboard.discovery import load_catalog
-    from pytest_kernelboard.records import read_run
+    from pytest_kernelboard.results.records import read_run
+    from pytest_kernelboard.spec.discovery import load_catalog
 
     catalog = load_catalog(FIXTURE)
     paths = list(store.iter_records(FIXTURE))

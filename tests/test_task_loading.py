@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_kernelboard.discovery import load_catalog
-from pytest_kernelboard.task import DEFAULT_TIMEOUT_S, TaskError, load_task, parse_deadline
+from pytest_kernelboard.spec.discovery import load_catalog
+from pytest_kernelboard.spec.task import DEFAULT_TIMEOUT_S, TaskError, load_task, parse_deadline
 
 BASE: dict[str, Any] = {
     "files": [

@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from pytest_kernelboard.timing.floors import (
+from pytest_kernelboard.stats.floors import (
     aliased_bytes,
     bandwidth_floor_us,
     clock_drop_flag,

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pytest_kernelboard.timing.scoring import (
+from pytest_kernelboard.stats.scoring import (
     fast_p,
     fast_p_key,
     rank_us,
@@ -10,7 +10,7 @@ from pytest_kernelboard.timing.scoring import (
     score_interval,
     speedup,
 )
-from pytest_kernelboard.timing.stats import student_t_critical, summarize
+from pytest_kernelboard.stats.stats import student_t_critical, summarize
 
 MEANS = [10.0, 40.0, 160.0]
 
@@ -121,7 +121,7 @@ def test_fast_p_custom_thresholds_and_validation():
 
 
 def test_scores_tie_when_their_intervals_overlap_or_they_are_within_the_run_to_run_tolerance():
-    from pytest_kernelboard.timing.scoring import TIE_TOLERANCE, tied
+    from pytest_kernelboard.stats.scoring import TIE_TOLERANCE, tied
 
     # Tight, disjoint intervals 1% apart: one run's samples cannot see the between-run spread.
     assert tied(101.0, (100.8, 101.2), 100.0, (99.8, 100.2))

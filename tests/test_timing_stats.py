@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from pytest_kernelboard import records
-from pytest_kernelboard.timing.stats import (
+from pytest_kernelboard.results import records
+from pytest_kernelboard.stats.stats import (
     Summary,
     geometric_mean,
     student_t_critical,
@@ -132,7 +132,7 @@ def test_timing_package_does_not_import_torch():
     import sys
 
     code = (
-        "import sys, pytest_kernelboard.timing as t\n"
+        "import sys, pytest_kernelboard.stats as t\n"
         "assert 'torch' not in sys.modules\n"
         "assert t.tensor_bytes([1, 'x']) == 0\n"
         "assert 'torch' not in sys.modules\n"

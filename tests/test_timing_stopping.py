@@ -3,7 +3,7 @@ measure.CaseTimer.measure, tested in test_measure_loop.py with a fake clock and 
 
 import pytest
 
-from pytest_kernelboard.timing.stopping import (
+from pytest_kernelboard.stats.stopping import (
     CONVERGED,
     MAX_SAMPLES,
     TIME_BUDGET,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kernelboard import devices
+from pytest_kernelboard.judge import devices
 from pytest_kernelboard.worker import sandbox, transport
 from pytest_kernelboard.worker.client import WorkerFailure, WorkerProcess
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.cases import TEST, Case
-from pytest_kernelboard.judge import CaseOutcome, SubmissionJudge, lacks_cuda
-from pytest_kernelboard.reference_loader import LeaderboardModules
-from pytest_kernelboard.selfcheck import outcome_missing_package
-from pytest_kernelboard.task import load_task
-from pytest_kernelboard.timing.preroll import (
+from pytest_kernelboard.judge.core import CaseOutcome, SubmissionJudge, lacks_cuda
+from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+from pytest_kernelboard.plugin.selfcheck import outcome_missing_package
+from pytest_kernelboard.spec.cases import TEST, Case
+from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.stats.preroll import (
     MAX_PREROLL_US,
     preroll_for,
     proposed_preroll_us,

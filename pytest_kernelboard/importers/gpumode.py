@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from ..discovery import LEADERBOARDS_DIR, find_repo_root, reload_catalog
-from ..sidecar import write_sidecar
-from ..task import SUBMISSION_MARKER, TaskError, load_task
+from ..spec.discovery import LEADERBOARDS_DIR, find_repo_root, reload_catalog
+from ..spec.sidecar import write_sidecar
+from ..spec.task import SUBMISSION_MARKER, TaskError, load_task
 
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 

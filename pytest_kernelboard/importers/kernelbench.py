@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from ..timing.scoring import DEFAULT_FAST_P, fast_p
+from ..stats.scoring import DEFAULT_FAST_P, fast_p
 from . import kernelbench_utils as kbu
 
 GROUP = "kernelbench"

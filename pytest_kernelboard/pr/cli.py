@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..records import RecordError, read_run
+from ..results.records import RecordError, read_run
 from ..utc import parse_utc
 from . import comment as comment_mod
 from . import gate as gate_mod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..presentation import fmt_speed_of_light, fmt_speedup, fmt_us, fmt_with_interval
-from ..timing.speed_of_light import speed_of_light
+from ..stats.speed_of_light import speed_of_light
 from .gate import GateResult
 
 MARKER = "<!-- kernelboard:pr-comment -->"

@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonschema
 
-from ..devices import device_label, split_device_label
-from ..discovery import SUBMISSIONS_DIR, load_catalog
-from ..task import TaskError
+from ..judge.devices import device_label, split_device_label
+from ..spec.discovery import SUBMISSIONS_DIR, load_catalog
+from ..spec.task import TaskError
 from ..utc import format_utc
 from . import git
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import store
 from ..errors import KernelboardError
-from ..records import RecordError, read_run
+from ..results import store
+from ..results.records import RecordError, read_run
 from . import git
 from .comment import DeviceOutcome
 from .gate import LOGIN_RE, SAFE_NAME_RE, GateResult, runner_label
@@ -37,8 +37,8 @@ def rank_inputs(
     """The leaderboards and every stored record, for the rank line; RankInputError naming
     the pull request's leaderboard's load error, or each unreadable record (a rank computed
     without a record that could not be read would be wrong without saying so)."""
-    from ..discovery import load_catalog
-    from ..task import TaskError
+    from ..spec.discovery import load_catalog
+    from ..spec.task import TaskError
 
     try:
         catalog = load_catalog(Path(root))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..devices import device_name
+from ..judge.devices import device_name
 from ..utc import parse_utc
 from . import comment as comment_mod
 from . import gate as gate_mod
@@ -205,7 +205,7 @@ def run_pull_request(
 
 
 def _test_mode_outcomes(gate, runs_dir, outcomes):
-    from ..records import read_run
+    from ..results.records import read_run
 
     fixed = []
     for outcome in outcomes:

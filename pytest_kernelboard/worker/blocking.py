@@ -10,7 +10,7 @@ raises the flag only after the end event is queued, so the interval holds device
 The spin gives up after a bounded number of polls, so a call that synchronises inside itself
 (`.item()`, `torch.cuda.synchronize()`) waits a few milliseconds once instead of deadlocking;
 `timed_out()` says so and the worker stops blocking for that submission. Host work inside the
-call is then charged by the host clock instead (measure.py), never dropped.
+call is then charged by the host clock instead (judge/measure.py), never dropped.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import transport as pickles
+from ..judge import transport as pickles
 from . import protocol, sandbox, transport, window, wire
 from .environment import default_cache_dir, worker_environment
 from .protocol import ErrorKind, Op

@@ -29,7 +29,7 @@ class Op(enum.StrEnum):
     PING = "ping"  # is it up; its pid and whether it sees CUDA
     LOAD = "load"  # import the staged submission (or the reference) and find its entry point
     CALL = "call"  # one verified call
-    TIME = "time"  # one timed call: flush, pre-roll or held stream, events (measure.py)
+    TIME = "time"  # one timed call: flush, pre-roll or held stream, events (judge/measure.py)
     CALIBRATE = "calibrate"  # the harness's own overhead on empty calls, and the pre-roll
     PROFILE = "profile"  # one call inside a profiling range
     INIT_GROUP = "init_group"  # join a multi-GPU case's process group (worker/ranks.py)
@@ -115,7 +115,7 @@ class CallRequest(TypedDict):
 class TimeRequest(TypedDict):
     data: Any
     flush_bytes: int  # bytes read to flush L2 before the call
-    preroll_us: float  # the fallback GPU pre-roll (timing/preroll.py) where the stream is not held
+    preroll_us: float  # the fallback GPU pre-roll (stats/preroll.py) where the stream is not held
 
 
 class CalibrateRequest(TypedDict):

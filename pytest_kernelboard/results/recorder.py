@@ -8,10 +8,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import TIMING_METHOD, __version__, devices
-from .cases import BENCHMARK, TEST, Case
-from .discovery import SubmissionRef
-from .judge import CaseOutcome
+from .. import TIMING_METHOD, __version__
+from ..judge import devices
+from ..judge.core import CaseOutcome
+from ..spec.cases import BENCHMARK, TEST, Case
+from ..spec.discovery import SubmissionRef
+from ..spec.task import TaskSpec
+from ..stats.speed_of_light import with_speed_of_light
+from ..vocabulary import Lang, RankingBy
 from .records import new_run, sha256_file
 from .reference_runs import reference_ref, stamp_measured
 from .result_model import (
@@ -29,9 +33,6 @@ from .result_model import (
     Timing,
 )
 from .summary import evaluation_summary
-from .task import TaskSpec
-from .timing.speed_of_light import with_speed_of_light
-from .vocabulary import Lang, RankingBy
 
 
 @functools.cache
@@ -173,7 +174,7 @@ class RunRecorder:
         doc = self.run().to_json()
         # Filled in on the JSON: both need the finished document's run id and file names.
         stamp_measured(doc)
-        from .importers.kernelbench import run_fast_p  # KernelBench's fast_p, over problems
+        from ..importers.kernelbench import run_fast_p  # KernelBench's fast_p, over problems
 
         if (kernelbench := run_fast_p(doc["evaluations"])) is not None:
             doc["kernelbench"] = kernelbench

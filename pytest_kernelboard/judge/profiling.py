@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import KernelboardError
-from .names import slug
+from ..errors import KernelboardError
+from ..names import slug
 
 NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
 # Raw-page metric -> summary key. Units are converted where a duration is involved.

@@ -15,9 +15,19 @@ from typing import Any
 
 import pytest
 
-from . import bench_bridge, builds, devices
-from .cases import BENCHMARK, TEST, Case, draw_run_seeds, task_cases, with_run_seed
-from .discovery import (
+from ..judge import builds, devices
+from ..judge.core import CaseOutcome, Skip, SubmissionJudge
+from ..judge.distributed import ReferenceRanks, make_judge
+from ..judge.evalpy import EvalPyJudge, is_evalpy_task
+from ..judge.measure import TimingPlan, default_flush_bytes
+from ..judge.profiling import CaseProfiler, report_dir_for
+from ..judge.reference_loader import LeaderboardModules
+from ..judge.staging import remove_staged
+from ..results.recorder import RunRecorder
+from ..results.records import MODES, read_run, write_run
+from ..results.reference_runs import ReferenceTimings
+from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds, task_cases, with_run_seed
+from ..spec.discovery import (
     LEADERBOARDS_DIR,
     SUBMISSION_SUFFIXES,
     SUBMISSIONS_DIR,
@@ -27,21 +37,12 @@ from .discovery import (
     load_catalog,
     popcorn_headers,
 )
-from .distributed import ReferenceRanks, make_judge
-from .evalpy import EvalPyJudge, is_evalpy_task
-from .judge import CaseOutcome, Skip, SubmissionJudge
-from .measure import TimingPlan, default_flush_bytes
-from .profiling import CaseProfiler, report_dir_for
-from .records import MODES, read_run, write_run
-from .reference_loader import LeaderboardModules
-from .reference_runs import ReferenceTimings
-from .results import RunRecorder
+from ..spec.task import TaskError, TaskSpec, load_task
+from ..stats.stopping import StoppingRule, Warmup, budget_for_case
+from ..worker import sandbox as worker_sandbox
+from ..worker.client import WorkerFailure, WorkerPool
+from . import bench_bridge
 from .selfcheck import LeaderboardSelfCheck, skip_unsupported
-from .staging import remove_staged
-from .task import TaskError, TaskSpec, load_task
-from .timing.stopping import StoppingRule, Warmup, budget_for_case
-from .worker import sandbox as worker_sandbox
-from .worker.client import WorkerFailure, WorkerPool
 from .xdist_gpus import pin_xdist_worker, worker_results_path
 
 STATE = pytest.StashKey["KernelboardState"]()

@@ -14,9 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..spec.cases import Case
+from ..spec.task import TaskSpec
+from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
+from ..stats.scoring import rank_us, speedup
+from ..worker.client import WorkerFailure, WorkerPool, WorkerProcess
+from ..worker.protocol import ErrorKind, Op, needs_cuda
 from . import outside_clock
 from .builds import build_budget_failure, compile_timeout, write_build_spec
-from .cases import Case
 from .cloning import clone_data
 from .measure import (
     CaseTimer,
@@ -28,11 +33,6 @@ from .measure import (
 from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardModules
 from .staging import module_name, stage
-from .task import TaskSpec
-from .timing.preroll import LAUNCH_ALLOWANCE_US, preroll_for
-from .timing.scoring import rank_us, speedup
-from .worker.client import WorkerFailure, WorkerPool, WorkerProcess
-from .worker.protocol import ErrorKind, Op, needs_cuda
 
 STARTUP_TIMEOUT_S = 120.0
 EARLIER_TIMEOUT = "skipped: an earlier case timed out"
@@ -243,7 +243,7 @@ class SubmissionJudge:
                 flush_bytes=plan.flush_bytes,
                 launch_allowance_us=LAUNCH_ALLOWANCE_US,
             ).payload
-            # The judge bounds the pre-roll (timing/preroll.py); the bounded one is recorded.
+            # The judge bounds the pre-roll (stats/preroll.py); the bounded one is recorded.
             self._calibration["preroll_us"] = preroll_for(self._calibration)
         preroll_us = preroll_for(self._calibration)
 

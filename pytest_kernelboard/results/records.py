@@ -29,7 +29,8 @@ from typing import Any
 
 import jsonschema
 
-from .errors import KernelboardError
+from ..errors import KernelboardError
+from ..utc import format_utc, now_utc
 from .result_model import SCHEMA_ID as SCHEMA_ID  # re-exported: the id lives with the model
 from .result_model import (
     CaseKind,
@@ -43,7 +44,6 @@ from .result_model import (
     run_schema,
     type_schema,
 )
-from .utc import format_utc, now_utc
 
 MODES = tuple(m.value for m in Mode)
 CASE_KINDS = tuple(k.value for k in CaseKind)

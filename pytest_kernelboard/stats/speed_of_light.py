@@ -1,6 +1,6 @@
 """Speed of light: how close a call came to the device's peak DRAM bandwidth.
 
-Every timed case has a byte floor (`floor_us`, timing/floors.py): the time the bytes the call
+Every timed case has a byte floor (`floor_us`, stats/floors.py): the time the bytes the call
 must move take at the device's theoretical peak bandwidth. The fraction floor / time of the
 ranking statistic is the share of that peak the call achieved: 1.0 is the physical limit
 (a memory-bound kernel cannot beat it), 0.05 means 20x headroom. Compute-bound kernels stay
@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_kernelboard.timing.scoring import rank_us
+from pytest_kernelboard.stats.scoring import rank_us
 
 
 def _finite_positive(value: Any) -> float | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .cases import BENCHMARK, TEST
+from ..spec.cases import BENCHMARK, TEST
+from ..spec.task import TaskSpec
+from ..stats.scoring import fast_p, rank_us, score, score_interval, speedup, tied
 from .result_model import Status, Summary
-from .task import TaskSpec
-from .timing.scoring import fast_p, rank_us, score, score_interval, speedup, tied
 
 
 def _status(cases: list[dict[str, Any]]) -> str:

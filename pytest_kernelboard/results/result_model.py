@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
-from .errors import KernelboardError
-from .vocabulary import Lang, RankingBy
+from ..errors import KernelboardError
+from ..vocabulary import Lang, RankingBy
 
 SCHEMA_ID = "kernelboard.run/1"
 
@@ -219,7 +219,7 @@ class Timing(Record):
     ci95_us: tuple[float, ...] = field(metadata=_PAIR)
     samples_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
     wall_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
-    # What ranks (timing/scoring.rank_us): the median and its distribution-free interval.
+    # What ranks (stats/scoring.rank_us): the median and its distribution-free interval.
     statistic: Literal["median", "mean"] | Absent = ABSENT
     rank_us: float | Absent = field(default=ABSENT, metadata=_NONNEG)
     rank_ci95_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_PAIR)

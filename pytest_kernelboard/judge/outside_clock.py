@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ..worker.protocol import Op
 from .measure import VerificationFailure
-from .worker.protocol import Op
 
 ROUND_TRIPS = 20
 # The GPU cross-check's tolerances: clocks of two processes, scheduling noise.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import devices
-from .pr.gate import RUNNER_POOL_LABEL, runner_label
+from ..judge import devices
+from .gate import RUNNER_POOL_LABEL, runner_label
 
 
 def labels(name: str, gpus: int) -> list[str]:

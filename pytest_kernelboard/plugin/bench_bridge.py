@@ -18,7 +18,8 @@ This module replays them through pytest-benchmark's public API, so its JSON, sto
 
 What the kernelboard plugin does:
 
-    from pytest_kernelboard import bench_bridge, devices
+    from pytest_kernelboard.judge import devices
+    from pytest_kernelboard.plugin import bench_bridge
 
     def pytest_configure(config):
         bench_bridge.install(config, devices.environment)
@@ -41,8 +42,8 @@ from typing import Any
 
 import pytest
 
-from .errors import KernelboardError
-from .timing.stats import check_samples
+from ..errors import KernelboardError
+from ..stats.stats import check_samples
 
 __all__ = [
     "BridgeError",

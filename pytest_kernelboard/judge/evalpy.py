@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
-from .judge import CaseOutcome
+from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
+from ..spec.task import TaskSpec
+from ..worker.environment import default_cache_dir, worker_environment
+from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
 from .staging import stage
-from .task import TaskSpec
-from .worker.environment import default_cache_dir, worker_environment
 
 # GPU MODE's eval.py exit codes: 0 every case passed, 112 a case failed its check,
 # 111 the runner gave no POPCORN_FD.

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import rankings
-from .discovery import Catalog, find_repo_root, load_catalog
-from .errors import KernelboardError
-from .names import slug
+from .. import rankings
+from ..errors import KernelboardError
+from ..names import slug
+from ..spec.discovery import Catalog, find_repo_root, load_catalog
+from ..spec.task import TaskError
+from ..utc import parse_utc
 from .records import RecordError, read_run, validate_run
 from .result_model import Run
-from .task import TaskError
-from .utc import parse_utc
 
 RESULTS_DIR = "results"
 CODE_DIR = "_code"

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_kernelboard.timing.stats import Summary, geometric_mean, student_t_critical
+from pytest_kernelboard.stats.stats import Summary, geometric_mean, student_t_critical
 from pytest_kernelboard.vocabulary import RANKINGS
 
 __all__ = [

@@ -4,27 +4,27 @@ Nothing here touches a GPU or imports torch at module level, so every rule can b
 fake clocks and fake samples. The measurement loop lives elsewhere and calls into these modules.
 """
 
-from pytest_kernelboard.timing.floors import (
+from pytest_kernelboard.stats.floors import (
     bandwidth_floor_us,
     clock_drop_flag,
     io_bytes,
     plausibility_flags,
     tensor_bytes,
 )
-from pytest_kernelboard.timing.scoring import (
+from pytest_kernelboard.stats.scoring import (
     RANKINGS,
     fast_p,
     score,
     score_interval,
     speedup,
 )
-from pytest_kernelboard.timing.stats import (
+from pytest_kernelboard.stats.stats import (
     Summary,
     geometric_mean,
     student_t_critical,
     summarize,
 )
-from pytest_kernelboard.timing.stopping import (
+from pytest_kernelboard.stats.stopping import (
     StoppingRule,
     Warmup,
     budget_for_case,

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .task import TaskSpec
+from ..spec.task import TaskSpec
 
 _STAGED: list[Path] = []
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ..errors import KernelboardError
 from .discovery import LEADERBOARDS_DIR, task_files
-from .errors import KernelboardError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 UTILS_NAME = "utils.py"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_kernelboard.timing.stats import RunningMedian
+from pytest_kernelboard.stats.stats import RunningMedian
 
 __all__ = [
     "CONVERGED",

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import TIMING_METHOD, __version__
-from .cases import BENCHMARK, Case
-from .discovery import SubmissionRef
+from .. import TIMING_METHOD, __version__
+from ..spec.cases import BENCHMARK, Case
+from ..spec.discovery import SubmissionRef
+from ..spec.task import TaskSpec
 from .records import RecordError, parse_run, sha256_file
 from .result_model import Status
 from .store import RESULTS_DIR, record_relpath, slug
-from .task import TaskSpec
 
 REFERENCE_AUTHOR = "reference"
 REFERENCE_MODULE = "reference.py"

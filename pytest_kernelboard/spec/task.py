@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from .errors import KernelboardError
-from .vocabulary import LANGS, RANKINGS
+from ..errors import KernelboardError
+from ..vocabulary import LANGS, RANKINGS
 
 SUBMISSION_MARKER = "@SUBMISSION@"
 DEFAULT_TIMEOUT_S = 180.0

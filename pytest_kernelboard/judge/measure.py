@@ -14,20 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.cases import Case
+from ..stats.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
+from ..stats.preroll import LAUNCH_ALLOWANCE_US
+from ..stats.stats import RunningMedian, summarize
+from ..stats.stopping import StoppingRule, Warmup
 from . import devices
-from .cases import Case
 from .cloning import clone_data
-from .timing.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
-from .timing.preroll import LAUNCH_ALLOWANCE_US
-from .timing.stats import RunningMedian, summarize
-from .timing.stopping import StoppingRule, Warmup
 
 # Verification: every timed call's output is checked (CaseTimer.measure). The ranking statistic
 # is the median, which ignores the slowest and the fastest calls; that is only sound when each
 # of them was right (a kernel that is fast and wrong on half its calls must not set the median).
 
 # LAUNCH_ALLOWANCE_US (host time inside a call that is free) and the fallback pre-roll belong
-# to the pre-roll policy (timing/preroll.py).
+# to the pre-roll policy (stats/preroll.py).
 # A case whose calls spend much more wall time than device time has work the events missed
 # (an unknown stream, host threads): it is then timed by the host-side bound instead.
 UNACCOUNTED_MIN_US = 100.0

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..spec.task import TaskError, TaskSpec
 from .staging import module_name, stage
-from .task import TaskError, TaskSpec
 
 REQUIRED_FUNCTIONS = ("generate_input", "ref_kernel", "check_implementation")
 

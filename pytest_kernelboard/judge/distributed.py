@@ -28,16 +28,14 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from ..spec.cases import Case
+from ..spec.task import TaskSpec
+from ..stats.floors import clock_drop_flag
+from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
+from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
+from ..worker.protocol import ErrorKind, Op
 from . import devices
-from .cases import Case
-from .judge import (
-    STARTUP_TIMEOUT_S,
-    CaseOutcome,
-    Skip,
-    SubmissionJudge,
-    needs_cuda,
-    seed_everything,
-)
+from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda, seed_everything
 from .measure import (
     CaseTimer,
     Measurement,
@@ -46,11 +44,6 @@ from .measure import (
 )
 from .reference_loader import LeaderboardModules
 from .staging import stage
-from .task import TaskSpec
-from .timing.floors import clock_drop_flag
-from .timing.preroll import LAUNCH_ALLOWANCE_US, preroll_for
-from .worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
-from .worker.protocol import ErrorKind, Op
 
 # gloo on CPU runs any world_size up to this many processes (CI has few cores).
 CPU_MAX_WORLD_SIZE = 4

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .task import DEFAULT_COMPILE_TIMEOUT_S
+from ..spec.task import DEFAULT_COMPILE_TIMEOUT_S
 
 BUILD_SPEC = "kb_build.json"  # written by the judge into a `lang: cu` stage folder
 BINDING = "kb_binding.cu"  # the generated translation unit: submission + pybind module
@@ -65,7 +65,7 @@ def build_budget_failure(failure: Exception, budget_s: float) -> Exception:
     """A load that ran out of time says it was the build budget, not a case's limit."""
     if getattr(failure, "status", None) != "timeout":
         return failure
-    from .worker.client import WorkerFailure
+    from ..worker.client import WorkerFailure
 
     return WorkerFailure(
         "timeout",

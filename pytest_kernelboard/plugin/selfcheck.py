@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .cases import BENCHMARK, TEST, Case, task_cases
-from .cloning import clone_data
-from .discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
-from .distributed import make_judge
-from .evalpy import EvalPyJudge, is_evalpy_task
-from .judge import CaseOutcome, Skip, SubmissionJudge, generate_input
-from .task import TaskError, TaskSpec
-from .worker.protocol import ErrorKind
+from ..judge.cloning import clone_data
+from ..judge.core import CaseOutcome, Skip, SubmissionJudge, generate_input
+from ..judge.distributed import make_judge
+from ..judge.evalpy import EvalPyJudge, is_evalpy_task
+from ..spec.cases import BENCHMARK, TEST, Case, task_cases
+from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
+from ..spec.task import TaskError, TaskSpec
+from ..worker.protocol import ErrorKind
 
 if TYPE_CHECKING:
-    from .plugin import KernelboardState
+    from . import KernelboardState
 
 
 # Optional toolchains a shipped solution may use (pyproject extras): without them the solution

@@ -1,0 +1,1 @@
+"""Stage 2: the judge (inputs, reference, checks, transport, measurement)."""

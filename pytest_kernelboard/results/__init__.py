@@ -1,0 +1,1 @@
+"""Stage 4: result records (model, schema, recorder, summary, store, reference runs)."""

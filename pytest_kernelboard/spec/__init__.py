@@ -1,0 +1,1 @@
+"""Stage 1: the task spec (task.yml, catalog, sidecar, cases, scaffold)."""
