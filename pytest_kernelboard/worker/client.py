@@ -339,14 +339,10 @@ class WorkerProcess:
                 reply = pickles.loads(data, self.trusted)
                 self._outbound_needed = window.host_bytes_received()
             return protocol.validate(op, reply)
-        except refused as exc:
+        except Exception as exc:  # any failure to read them: a worker's bytes are not trusted
             self.kill()
-            raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
-        except Exception as exc:  # any malformed pickle: a worker's bytes are not to be trusted
-            self.kill()
-            raise WorkerFailure(
-                "error", f"the worker broke the protocol: {type(exc).__name__}: {exc}"
-            ) from None
+            detail = str(exc) if isinstance(exc, refused) else f"{type(exc).__name__}: {exc}"
+            raise WorkerFailure("error", f"the worker broke the protocol: {detail}") from None
 
     def _choose_transport(self) -> None:
         """Device windows where the GPU can share memory as descriptors (both ways, across

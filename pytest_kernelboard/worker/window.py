@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import socket
 from contextlib import contextmanager
 from multiprocessing.reduction import ForkingPickler
@@ -301,20 +302,14 @@ def grown_size(needed: int, current: int) -> int:
 # -- handing a window over ------------------------------------------------------------------
 def send_fd(sock_fd: int, fd: int) -> None:
     """Pass `fd` over the Unix socket `sock_fd` (one byte of data carries it)."""
-    with socket.socket(fileno=_dup(sock_fd)) as sock:
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
         socket.send_fds(sock, [b"w"], [fd])
 
 
 def receive_fd(sock_fd: int) -> int:
     """The descriptor the peer passed with send_fd; extra descriptors are closed by the kernel."""
-    with socket.socket(fileno=_dup(sock_fd)) as sock:
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
         _, fds, _, _ = socket.recv_fds(sock, 1, 1)
     if not fds:
         raise WindowError("a window was announced but no descriptor came with it")
     return fds[0]
-
-
-def _dup(fd: int) -> int:
-    import os
-
-    return os.dup(fd)
