@@ -103,6 +103,7 @@ def test_a_started_worker_runs_with_multicast_off(monkeypatch):
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # the runner's own setting does not leak through
     worker = WorkerProcess()
     try:
+        worker.ping()  # started: /proc/<pid>/environ is empty while the process is still exec'ing
         raw = Path(f"/proc/{worker.process.pid}/environ").read_bytes()
         env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
         for name, value in NO_MULTICAST.items():
