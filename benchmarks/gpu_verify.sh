@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # One verification pass on a GPU machine; prints a short table at the end.
 #
-#   bash benchmarks/gpu_verify.sh [tests] [selfcheck] [truth] [sandbox] [profile] [accuracy]
+#   bash benchmarks/gpu_verify.sh [tests] [loadtests] [selfcheck] [truth] [sandbox] [startup] [profile]
+#                                 [accuracy]
 #
 # tests      the GPU test files, one pytest each (a slow file cannot hide the others' verdicts)
+# loadtests  the same GPU test files in one pytest with -n ${LOAD_WORKERS:-4}: they share the GPU
 # selfcheck  `pytest leaderboards -n 8` on the one GPU: every bundled solution, under load
 # truth      benchmarks/timing_truth.py: ranking statistic vs ncu, score spread, identical-code
 #            speedup, wall times (with 16 host-spinning processes for a busy host)
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
+# startup    cProfile of one sandboxed test-mode run of the vectoradd example: where it waits
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files;
-# TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds.
+# TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds; TRUTH_PARTS
+# picks the timing truth's parts (accuracy,cost,linalg).
 set -u
 OUT=${OUT:-$PWD/gpu-verify}
 mkdir -p "$OUT"
@@ -30,7 +34,8 @@ run_stage() {  # name, limit in seconds, command...
     local rc=$?
     local last
     last=$(grep -E "passed|failed|error" "$OUT/$name.log" | tail -1 | cut -c1-90)
-    table+=("$(printf '%-34s rc=%-3s %4ss  %s' "$3" "$rc" $((SECONDS - started)) "$last")")
+    table+=("$(printf '%-10s %-34s rc=%-3s %4ss  %s' "$name" "${label:-}" "$rc" \
+        $((SECONDS - started)) "$last")")
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
@@ -42,19 +47,32 @@ for stage in $stages; do
     tests)
         for file in ${GPU_TEST_FILES:-$ALL_GPU_TESTS}; do
             echo "==== $file" >>"$OUT/tests.log"
-            run_stage tests "${TEST_LIMIT:-300}" python -m pytest "$file" -q -rfEs -p no:cacheprovider
+            label=$file run_stage tests "${TEST_LIMIT:-300}" python -m pytest "$file" -q -rfEs -p no:cacheprovider
         done
+        ;;
+    loadtests)
+        # shellcheck disable=SC2086  # the list is words on purpose
+        label="-n ${LOAD_WORKERS:-4}" run_stage loadtests "${TEST_LIMIT:-420}" python -m pytest \
+            ${GPU_TEST_FILES:-$ALL_GPU_TESTS} -n "${LOAD_WORKERS:-4}" -q -rfEs -p no:cacheprovider
         ;;
     selfcheck)
         run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
         ;;
     truth)
-        run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy 16 --out "$OUT"
+        run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy 16 \
+            --parts "${TRUTH_PARTS:-accuracy,cost,linalg}" --out "$OUT"
         tail -40 "$OUT/truth.log"
         ;;
     sandbox)
         run_stage sandbox 200 python benchmarks/sandbox_cost.py
         tail -15 "$OUT/sandbox.log"
+        ;;
+    startup)
+        run_stage startup 120 python -m cProfile -o "$OUT/test_mode.prof" -m pytest \
+            submissions/vectoradd/example/submission.py -q -p no:cacheprovider --kb-mode test
+        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
+s.sort_stats('cumulative').print_stats('pytest_kernelboard', 40)
+s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.log" 2>&1
         ;;
     profile)
         run_stage profile 300 python -m pytest submissions/vectoradd/example/submission.py \

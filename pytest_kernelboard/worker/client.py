@@ -133,6 +133,7 @@ class WorkerProcess:
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
         host's network inside the sandbox (the ranks of a multi-GPU case meet on loopback)."""
         self.host_network = host_network
+        self.launcher = launcher
         self.cache_dir = cache_dir or default_cache_dir()
         self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
         self.log_path = self.home / "output.log"
@@ -466,7 +467,10 @@ class WorkerProcess:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        if self.alive:
+        """Stop the worker. Only a worker under a launcher (a profiler that writes its report
+        when its target exits) is asked to exit first; any other is killed at once, which
+        spares the wall time of Python's and torch's shutdown (half a second on an H100)."""
+        if self.alive and self.launcher:
             try:
                 self.send({"op": Op.EXIT.value})
                 self.process.wait(timeout=timeout_s)
