@@ -9,7 +9,12 @@ import pytest
 
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import CaseOutcome
-from pytest_kernelboard.plugin.xdist_gpus import pin_xdist_worker, worker_results_path
+from pytest_kernelboard.plugin.xdist_gpus import (
+    XdistWorker,
+    pin_xdist_worker,
+    worker_results_path,
+    xdist_worker,
+)
 from pytest_kernelboard.pr.gate import multi_gpu_devices, runner_labels
 from pytest_kernelboard.pr.runner_labels import labels
 from pytest_kernelboard.results.recorder import RunRecorder
@@ -89,28 +94,43 @@ def test_results_device_carries_the_ranks_used(monkeypatch):
     ],
 )
 def test_each_xdist_worker_gets_its_own_gpu(env, expected):
-    environ = dict(env, PYTEST_XDIST_WORKER_COUNT="2")
-    warning = pin_xdist_worker(environ)
+    environ = dict(env)
+    worker_id = environ.pop("PYTEST_XDIST_WORKER", None)
+    worker = XdistWorker(worker_id, 2) if worker_id else None
+    warning = pin_xdist_worker(worker, environ)
     assert environ["CUDA_VISIBLE_DEVICES"] == expected
     assert warning is None
 
 
 def test_more_xdist_workers_than_gpus_warns():
-    environ = {"PYTEST_XDIST_WORKER": "gw2", "PYTEST_XDIST_WORKER_COUNT": "3"}
-    environ["CUDA_VISIBLE_DEVICES"] = "0,1"
-    assert "3 xdist workers share 2 GPU(s)" in pin_xdist_worker(environ)
+    environ = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert "3 xdist workers share 2 GPU(s)" in pin_xdist_worker(XdistWorker("gw2", 3), environ)
 
 
 def test_no_gpu_leaves_the_environment_alone(monkeypatch):
-    environ = {"PYTEST_XDIST_WORKER": "gw0", "CUDA_VISIBLE_DEVICES": ""}
-    assert pin_xdist_worker(environ) is None and environ["CUDA_VISIBLE_DEVICES"] == ""
+    environ = {"CUDA_VISIBLE_DEVICES": ""}
+    assert pin_xdist_worker(XdistWorker("gw0", 1), environ) is None
+    assert environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_results_file_per_xdist_worker():
-    assert worker_results_path(Path("out/run.json"), {"PYTEST_XDIST_WORKER": "gw1"}) == Path(
+    assert worker_results_path(Path("out/run.json"), XdistWorker("gw1", 2)) == Path(
         "out/run.gw1.json"
     )
-    assert worker_results_path(Path("run.json"), {}) == Path("run.json")
+    assert worker_results_path(Path("run.json"), None) == Path("run.json")
+
+
+class _Config:  # what xdist gives a worker's config, and what a plain session has
+    def __init__(self, workerinput=None):
+        if workerinput is not None:
+            self.workerinput = workerinput
+
+
+def test_the_worker_is_read_from_the_session_not_the_environment(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")  # inherited by a pytest a test started
+    assert xdist_worker(_Config()) is None
+    worker = xdist_worker(_Config({"workerid": "gw1", "workercount": 4}))
+    assert worker == XdistWorker("gw1", 4) and worker.index == 1
 
 
 def test_xdist_workers_are_pinned_in_a_real_run(pytester, monkeypatch, tmp_path):

@@ -43,7 +43,7 @@ from ..worker import sandbox as worker_sandbox
 from ..worker.client import WorkerFailure, WorkerPool
 from . import bench_bridge
 from .selfcheck import LeaderboardSelfCheck, skip_unsupported
-from .xdist_gpus import pin_xdist_worker, worker_results_path
+from .xdist_gpus import pin_xdist_worker, worker_results_path, xdist_worker
 
 STATE = pytest.StashKey["KernelboardState"]()
 
@@ -219,7 +219,7 @@ class KernelboardState:
 
 def pytest_configure(config: pytest.Config) -> None:
     # Before anything touches CUDA: under pytest-xdist each worker takes its own GPU.
-    shared = pin_xdist_worker()
+    shared = pin_xdist_worker(xdist_worker(config))
     if shared:
         config.issue_config_time_warning(pytest.PytestConfigWarning(shared), stacklevel=2)
     config.addinivalue_line("markers", "correctness: a kernelboard correctness case")
@@ -484,7 +484,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state.document = state.recorder.document()
     path = session.config.getoption("kb_results")
     if path:
-        write_run(state.document, worker_results_path(Path(path)))
+        write_run(state.document, worker_results_path(Path(path), xdist_worker(session.config)))
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

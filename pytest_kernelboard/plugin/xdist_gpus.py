@@ -1,17 +1,23 @@
 """One GPU per pytest-xdist worker: `pytest -n <GPUs>` judges single-GPU cases side by side.
 
-Each xdist worker (PYTEST_XDIST_WORKER = gw0, gw1, ...) sets CUDA_VISIBLE_DEVICES to one of
+Each xdist worker (gw0, gw1, ...) sets CUDA_VISIBLE_DEVICES to one of
 the GPUs visible to the run, before anything in it touches CUDA; its submission workers inherit
 it. Two timed cases then never share a GPU as long as there are no more xdist workers than GPUs
 (with more, GPUs are shared round-robin and a warning says timings will interfere).
 Multi-GPU cases need all their GPUs in one process: run them without -n.
+
+Which worker a session is comes from its own config (xdist's `workerinput`), never from the
+PYTEST_XDIST_WORKER variable: a pytest that a test starts inside an xdist worker inherits that
+variable without being a worker, and must write the results file it was asked for.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def visible_gpus(environ: MutableMapping[str, str]) -> list[str]:
@@ -31,33 +37,48 @@ def visible_gpus(environ: MutableMapping[str, str]) -> list[str]:
         return []
 
 
-def xdist_worker_index(environ: MutableMapping[str, str]) -> int | None:
-    worker = environ.get("PYTEST_XDIST_WORKER", "")
-    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+@dataclass(frozen=True)
+class XdistWorker:
+    """This session's place among pytest-xdist's workers."""
+
+    worker_id: str  # "gw0", "gw1", ...
+    count: int
+
+    @property
+    def index(self) -> int | None:
+        digits = self.worker_id[2:]
+        return int(digits) if self.worker_id.startswith("gw") and digits.isdigit() else None
 
 
-def pin_xdist_worker(environ: MutableMapping[str, str] | None = None) -> str | None:
+def xdist_worker(config: Any) -> XdistWorker | None:
+    """The worker this session is, or None where it is not an xdist worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput:
+        return None
+    return XdistWorker(workerinput["workerid"], int(workerinput.get("workercount") or 1))
+
+
+def pin_xdist_worker(
+    worker: XdistWorker | None, environ: MutableMapping[str, str] | None = None
+) -> str | None:
     """Pin this xdist worker to one GPU; returns a warning when GPUs have to be shared."""
     environ = os.environ if environ is None else environ
-    index = xdist_worker_index(environ)
-    if index is None:
+    index = worker.index if worker else None
+    if worker is None or index is None:
         return None
     gpus = visible_gpus(environ)
     if not gpus:
         return None
     environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if workers > len(gpus):
+    if worker.count > len(gpus):
         return (
-            f"{workers} xdist workers share {len(gpus)} GPU(s): timings of cases on a shared GPU "
-            f"interfere; use -n {len(gpus)}"
+            f"{worker.count} xdist workers share {len(gpus)} GPU(s): timings of cases on a "
+            f"shared GPU interfere; use -n {len(gpus)}"
         )
     return None
 
 
-def worker_results_path(path: Path, environ: MutableMapping[str, str] | None = None) -> Path:
+def worker_results_path(path: Path, worker: XdistWorker | None) -> Path:
     """Each xdist worker writes its own results file (run.json -> run.gw0.json), never one
     file from several processes."""
-    environ = os.environ if environ is None else environ
-    worker = environ.get("PYTEST_XDIST_WORKER")
-    return path.with_name(f"{path.stem}.{worker}{path.suffix}") if worker else path
+    return path.with_name(f"{path.stem}.{worker.worker_id}{path.suffix}") if worker else path
