@@ -309,3 +309,25 @@ def test_plugin_ignores_a_reference_run_of_another_torch(pytester, plugin_repo):
     assert record["reference_run"]["source"] == MEASURED
     assert record["reference_timing"]["mean_us"] != STORED_MEAN_US
     assert len(doc["evaluations"]) == 2
+
+
+def test_plugin_says_why_the_reference_could_not_be_timed(pytester, plugin_repo):
+    reference = plugin_repo / "leaderboards" / "addone" / "reference.py"
+    text = reference.read_text().replace("def ref_kernel(", "def _add_one(")
+    text = text.replace("expected = ref_kernel(", "expected = _add_one(")
+    reference.write_text(
+        text + "\n\ndef ref_kernel(data):\n"
+        "    if data[0].numel() == 4096:\n"
+        "        raise RuntimeError('the reference blew up on the big case')\n"
+        "    return _add_one(data)\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "--kb-mode", "benchmark", "--kb-precision", "0.2", "--kb-results", "out.json", ALICE
+    )  # fmt: skip
+    result.assert_outcomes(passed=3)  # the submission's case stands, without a speedup
+    result.stdout.fnmatch_lines(["*the reference could not be timed*blew up on the big case*"])
+    doc = json.loads((pytester.path / "out.json").read_text())
+    validate_run(doc)
+    record = benchmark_record(doc)
+    assert "speedup" not in record or record["speedup"] is None
+    assert "blew up on the big case" in record["reference_error"]

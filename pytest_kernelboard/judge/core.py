@@ -208,7 +208,20 @@ class SubmissionJudge:
         reference: Callable[[Case], dict[str, Any] | None] | None = None,
     ) -> CaseOutcome:
         """Correctness on the case's own input, then timing on fresh inputs, then the speedup."""
-        return self._judged(lambda: self._benchmark(case, timeout_s, plan, progress, reference))
+        outcome = self._judged(lambda: self._benchmark(case, timeout_s, plan, progress, reference))
+        self.release_cached_memory()
+        return outcome
+
+    def release_cached_memory(self) -> None:
+        """Hand the judge's cached, unused device memory back to the driver after a timed case.
+
+        torch's allocator keeps freed blocks for reuse in this process only. Cases of growing
+        size never reuse them, and the workers (other processes, timed next) could run out of
+        memory that the judge holds but does not use."""
+        if self.use_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
 
     def _benchmark(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from ..judge import builds, devices
 from ..judge.core import CaseOutcome, Skip, SubmissionJudge
 from ..judge.distributed import ReferenceRanks, make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
-from ..judge.measure import TimingPlan, default_flush_bytes
+from ..judge.measure import TimingPlan, VerificationFailure, default_flush_bytes
 from ..judge.profiling import CaseProfiler, report_dir_for
 from ..judge.reference_loader import LeaderboardModules
 from ..judge.staging import remove_staged
@@ -106,6 +107,8 @@ class KernelboardState:
         self._modules: dict[Path, LeaderboardModules] = {}
         self.document: dict[str, Any] | None = None  # the results document, once the run ends
         self._reference_judges: dict[str, SubmissionJudge] = {}
+        # Why the reference could not be timed on a case, by (leaderboard, case id).
+        self.reference_failures: dict[tuple[str, str], str] = {}
         self.references = ReferenceTimings(
             devices.environment,
             self._measure_reference,
@@ -153,7 +156,9 @@ class KernelboardState:
         plan = replace(self.plan(task), verify=False)
         try:
             return judge.time_case(case, plan, self.timeout(task, BENCHMARK)).to_record()
-        except (WorkerFailure, Skip):
+        except (WorkerFailure, Skip, VerificationFailure) as exc:
+            # The submission's case stands without a speedup; the reason goes into its record.
+            self.reference_failures[(task.name, case.id)] = str(exc) or type(exc).__name__
             return None
 
     def reference_judge(self, task: TaskSpec) -> SubmissionJudge:
@@ -404,6 +409,16 @@ class SubmissionNode(pytest.Collector):
         if found is not None:  # which reference run the speedup came from; it keeps the samples
             outcome.reference_timing = found.summary
             outcome.details["reference_run"] = dict(found.provenance)
+        failure = self.state.reference_failures.get((self.task.name, case.id))
+        if outcome.passed and found is None and failure:
+            outcome.details["reference_error"] = failure
+            warnings.warn(
+                pytest.PytestWarning(
+                    f"{self.task.name} {case.kind}[{case.id}]: the reference could not be timed, "
+                    f"so the run has no speedup: {failure.strip().splitlines()[-1]}"
+                ),
+                stacklevel=1,
+            )
         self.state.recorder.record(self.task, self.ref, case, outcome)
         if outcome.passed and outcome.timing and benchmark is not None:
             extra = {

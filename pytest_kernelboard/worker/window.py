@@ -60,7 +60,17 @@ class Window:
         """A new allocation of at least `size` bytes, owned (and later released) by us."""
         grain = cuda_vmm.granularity(device)
         size = max(grain, -(-size // grain) * grain)
-        handle = cuda_vmm.create(size, device)
+        try:
+            handle = cuda_vmm.create(size, device)
+        except cuda_vmm.CudaDriverError as exc:
+            if "OUT_OF_MEMORY" not in str(exc):
+                raise
+            # torch keeps freed blocks cached, where a VMM allocation cannot use them: return
+            # them to the driver, then try once more.
+            import torch
+
+            torch.cuda.empty_cache()
+            handle = cuda_vmm.create(size, device)
         try:
             address = cuda_vmm.map_readwrite(handle, size, device)
         except cuda_vmm.CudaDriverError:
