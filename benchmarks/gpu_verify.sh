@@ -16,7 +16,7 @@
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files;
 # TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds; TRUTH_PARTS
-# picks the timing truth's parts (accuracy,cost,linalg).
+# picks the timing truth's parts (accuracy,cost,linalg), in order; TRUTH_NOISY its host spinners.
 set -u
 OUT=${OUT:-$PWD/gpu-verify}
 mkdir -p "$OUT"
@@ -59,7 +59,7 @@ for stage in $stages; do
         run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
         ;;
     truth)
-        run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy 16 \
+        run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy "${TRUTH_NOISY:-16}" \
             --parts "${TRUTH_PARTS:-accuracy,cost,linalg}" --out "$OUT"
         tail -40 "$OUT/truth.log"
         ;;

@@ -465,16 +465,18 @@ def main() -> int:
     FAILURES = args.out / "failures.log"
     runs_dir = Path(tempfile.mkdtemp(prefix="kb-truth-runs-"))  # run documents: many files
     parts = args.parts.split(",")
-    acc, costs = [], None
-    if "accuracy" in parts:  # idle, then the costs, then the busy host: the first matter most
-        ncu = ncu_add_times()
-        acc.append(accuracy(runs_dir, args.runs, 0, ncu))
-    if "cost" in parts:
-        costs = cost(runs_dir, args.runs)
-    if "linalg" in parts:
-        costs = costs or {"walls": {}, "example_summaries": []}
-        costs["walls"].update(linalg_cost(args.out))
-    if "accuracy" in parts and args.noisy:
+    acc, costs, ncu = [], {"walls": {}, "example_summaries": []}, {}
+    for part in parts:  # in the order given: a run cut short keeps the first ones
+        if part == "accuracy":
+            ncu = ncu_add_times()
+            acc.append(accuracy(runs_dir, args.runs, 0, ncu))
+        elif part == "cost":
+            measured = cost(runs_dir, args.runs)
+            costs["walls"].update(measured["walls"])
+            costs["example_summaries"] = measured["example_summaries"]
+        elif part == "linalg":
+            costs["walls"].update(linalg_cost(args.out))
+    if "accuracy" in parts and args.noisy:  # the busy host last
         acc.append(accuracy(runs_dir, args.runs, args.noisy, ncu))
     (args.out / "timing_truth.json").write_text(
         json.dumps({"accuracy": acc, "cost": costs}, indent=1)
