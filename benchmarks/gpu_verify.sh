@@ -14,7 +14,8 @@
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
 # With no stage named: tests selfcheck truth sandbox.
-# Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files;
+# Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
+# and GPU_TEST_ARGS adds pytest arguments to each (-k timer_patch_gpu);
 # TEST_LIMIT and TRUTH_LIMIT bound a test file's and the timing truth's seconds; TRUTH_PARTS
 # picks the timing truth's parts (accuracy,cost,linalg), in order; TRUTH_NOISY its host spinners.
 set -u
@@ -47,7 +48,9 @@ for stage in $stages; do
     tests)
         for file in ${GPU_TEST_FILES:-$ALL_GPU_TESTS}; do
             echo "==== $file" >>"$OUT/tests.log"
-            label=$file run_stage tests "${TEST_LIMIT:-300}" python -m pytest "$file" -q -rfEs -p no:cacheprovider
+            # shellcheck disable=SC2086  # GPU_TEST_ARGS are words on purpose (-k EXPR, -x)
+            label=$file run_stage tests "${TEST_LIMIT:-300}" python -m pytest "$file" -q -rfEs \
+                -p no:cacheprovider ${GPU_TEST_ARGS:-}
         done
         ;;
     loadtests)

@@ -63,8 +63,9 @@ def test_reference_is_timed_once_and_speed_of_light_is_physical(pytester, negate
     # A 512 MiB stream on an HBM GPU reaches most of the peak, and never more than the floor
     # check allows (median >= 0.9 x floor, so the mean cannot be far below the floor).
     assert 0.3 < timing["speed_of_light"] < 1.12, timing
+    # Against the statistic that ranks (the median), as the PR comment and the site show it.
     assert timing["speed_of_light"] == pytest.approx(
-        timing["floor_us"] / timing["mean_us"], rel=1e-4
+        timing["floor_us"] / timing["rank_us"], rel=1e-5
     )
     assert benchmark(reference)["timing"]["speed_of_light"] > 0.3
     assert case["reference_run"]["source"] == "measured"
