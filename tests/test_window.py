@@ -161,3 +161,52 @@ def test_an_announced_window_without_a_descriptor_is_an_error():
     finally:
         judge_end.close()
         worker_end.close()
+
+
+class _FakeDriver:
+    """cuda_vmm's create/map as the judge sees them, with the first create failing."""
+
+    def __init__(self, first_error: str):
+        self.first_error, self.creates, self.emptied = first_error, 0, 0
+
+    def create(self, size, device):
+        self.creates += 1
+        if self.creates == 1:
+            raise window.cuda_vmm.CudaDriverError(f"cuMemCreate failed: {self.first_error}")
+        return 7
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    def install(first_error: str) -> _FakeDriver:
+        driver = _FakeDriver(first_error)
+        monkeypatch.setattr(window.cuda_vmm, "granularity", lambda device: 2 << 20)
+        monkeypatch.setattr(window.cuda_vmm, "create", driver.create)
+        monkeypatch.setattr(window.cuda_vmm, "map_readwrite", lambda handle, size, device: 4096)
+
+        def empty_cache():
+            driver.emptied += 1
+
+        monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+
+        def bare_init(self, handle, address, size, device):  # no device memory on the CPU
+            self.handle, self.address, self.size, self.device = handle, address, size, device
+
+        monkeypatch.setattr(window.Window, "__init__", bare_init)
+        return driver
+
+    return install
+
+
+def test_a_window_that_finds_the_gpu_full_retries_after_emptying_torchs_cache(fake_driver):
+    driver = fake_driver("CUDA_ERROR_OUT_OF_MEMORY (2)")
+    made = window.Window.create(3 << 20, 0)
+    assert (made.handle, made.size) == (7, 4 << 20)
+    assert driver.creates == 2 and driver.emptied == 1
+
+
+def test_other_driver_errors_are_not_retried(fake_driver):
+    driver = fake_driver("CUDA_ERROR_INVALID_VALUE (1)")
+    with pytest.raises(window.cuda_vmm.CudaDriverError, match="INVALID_VALUE"):
+        window.Window.create(3 << 20, 0)
+    assert driver.creates == 1 and driver.emptied == 0
