@@ -21,6 +21,7 @@ from pytest_kernelboard.results.reference_runs import (
     STORED,
     ReferenceIdentity,
     ReferenceTimings,
+    ReferenceUnavailable,
     case_key,
     stored_reference_timings,
 )
@@ -184,6 +185,21 @@ def test_reference_that_cannot_be_timed_is_not_recorded(repo):
         devices.environment, lambda t, c: None, calls.record, lambda task: repo, False
     )
     assert refs.get(task, bench_case(task)) is None and calls.recorded == []
+
+
+def test_why_the_reference_could_not_be_timed_is_kept_per_case(repo):
+    task = addone(repo)
+    calls = Counting()
+
+    def measure(task, case):
+        calls.measured.append(case)
+        raise ReferenceUnavailable("out of memory")
+
+    refs = ReferenceTimings(devices.environment, measure, calls.record, lambda task: repo, False)
+    for seed in (1, 2):  # the same case whatever its seed; measured (and failed) once
+        assert refs.get(task, bench_case(task, run_seed=seed)) is None
+        assert refs.failure(task, bench_case(task, run_seed=seed)) == "out of memory"
+    assert len(calls.measured) == 1 and calls.recorded == [] and refs.measured_cases == 0
 
 
 # ------------------------------------------------------------------------------ document, store

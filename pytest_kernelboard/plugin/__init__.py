@@ -26,7 +26,7 @@ from ..judge.reference_loader import LeaderboardModules
 from ..judge.staging import remove_staged
 from ..results.recorder import RunRecorder
 from ..results.records import MODES, read_run, write_run
-from ..results.reference_runs import ReferenceTimings
+from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds, task_cases, with_run_seed
 from ..spec.discovery import (
     LEADERBOARDS_DIR,
@@ -107,8 +107,6 @@ class KernelboardState:
         self._modules: dict[Path, LeaderboardModules] = {}
         self.document: dict[str, Any] | None = None  # the results document, once the run ends
         self._reference_judges: dict[str, SubmissionJudge] = {}
-        # Why the reference could not be timed on a case, by (leaderboard, case id).
-        self.reference_failures: dict[tuple[str, str], str] = {}
         self.references = ReferenceTimings(
             devices.environment,
             self._measure_reference,
@@ -158,8 +156,7 @@ class KernelboardState:
             return judge.time_case(case, plan, self.timeout(task, BENCHMARK)).to_record()
         except (WorkerFailure, Skip, VerificationFailure) as exc:
             # The submission's case stands without a speedup; the reason goes into its record.
-            self.reference_failures[(task.name, case.id)] = str(exc) or type(exc).__name__
-            return None
+            raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
 
     def reference_judge(self, task: TaskSpec) -> SubmissionJudge:
         """The judge that runs the reference itself (timing it, self-checking it); one per run."""
@@ -409,7 +406,7 @@ class SubmissionNode(pytest.Collector):
         if found is not None:  # which reference run the speedup came from; it keeps the samples
             outcome.reference_timing = found.summary
             outcome.details["reference_run"] = dict(found.provenance)
-        failure = self.state.reference_failures.get((self.task.name, case.id))
+        failure = self.state.references.failure(self.task, case)
         if outcome.passed and found is None and failure:
             outcome.details["reference_error"] = failure
             warnings.warn(

@@ -63,13 +63,12 @@ def pin_xdist_worker(
 ) -> str | None:
     """Pin this xdist worker to one GPU; returns a warning when GPUs have to be shared."""
     environ = os.environ if environ is None else environ
-    index = worker.index if worker else None
-    if worker is None or index is None:
+    if worker is None or worker.index is None:
         return None
     gpus = visible_gpus(environ)
     if not gpus:
         return None
-    environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    environ["CUDA_VISIBLE_DEVICES"] = gpus[worker.index % len(gpus)]
     if worker.count > len(gpus):
         return (
             f"{worker.count} xdist workers share {len(gpus)} GPU(s): timings of cases on a "

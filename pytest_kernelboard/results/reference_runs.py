@@ -160,11 +160,16 @@ def stored_reference_timings(root: Path, identity: ReferenceIdentity) -> dict[st
     return found
 
 
+class ReferenceUnavailable(Exception):
+    """The reference could not be timed on a case; the message says why."""
+
+
 class ReferenceTimings:
     """Per pytest run: each case's reference timing, from the store or measured once here.
 
-    `measure(task, case)` times the reference in this run (None when it cannot be timed);
-    `on_measured(task, case, timing)` records a fresh measurement in the run's document.
+    `measure(task, case)` times the reference in this run (None, or ReferenceUnavailable with
+    the reason, when it cannot be timed); `on_measured(task, case, timing)` records a fresh
+    measurement in the run's document.
     """
 
     def __init__(
@@ -183,6 +188,7 @@ class ReferenceTimings:
         self._identities: dict[str, ReferenceIdentity] = {}
         self._stored: dict[str, dict[str, ReferenceTiming]] = {}
         self._timings: dict[tuple[str, str], ReferenceTiming | None] = {}
+        self._failures: dict[tuple[str, str], str] = {}  # why a case's reference is untimed
         self.measured_cases = 0  # reference cases timed in this run
 
     def identity(self, task: TaskSpec) -> ReferenceIdentity:
@@ -203,13 +209,16 @@ class ReferenceTimings:
     def get(self, task: TaskSpec, case: Case) -> ReferenceTiming | None:
         """The case's reference timing: stored if a matching reference run has it, else timed
         now (once per run and case)."""
-        key = (task.name, case_key(case.kind, case.index, case.arguments(0)))
+        key = self._key(task, case)
         if key not in self._timings:
             stored = self._stored_for(task).get(key[1])
             if stored is not None:
                 self._timings[key] = stored
             else:
-                timing = self._measure(task, case)
+                try:
+                    timing = self._measure(task, case)
+                except ReferenceUnavailable as exc:
+                    timing, self._failures[key] = None, str(exc)
                 self._timings[key] = None
                 if timing is not None:
                     self.measured_cases += 1
@@ -218,6 +227,14 @@ class ReferenceTimings:
                         timing, self.identity(task).provenance(MEASURED)
                     )
         return self._timings[key]
+
+    def failure(self, task: TaskSpec, case: Case) -> str | None:
+        """Why the reference could not be timed on `case` in this run, if it could not."""
+        return self._failures.get(self._key(task, case))
+
+    @staticmethod
+    def _key(task: TaskSpec, case: Case) -> tuple[str, str]:
+        return task.name, case_key(case.kind, case.index, case.arguments(0))
 
 
 def stamp_measured(doc: dict[str, Any]) -> None:
