@@ -80,8 +80,10 @@ def test_report_folder_sits_beside_the_results(tmp_path):
 
 def test_ncu_is_told_to_leave_the_clocks_alone_and_profile_only_the_call(tmp_path):
     launcher = CaseProfiler(tmp_path, "/opt/ncu").launcher(tmp_path / "r.ncu-rep")
-    assert launcher[0] == "/opt/ncu"
-    joined = " ".join(launcher)
+    assert launcher.command[0] == "/opt/ncu"
+    # Inside the sandbox ncu needs its install folder and a writable place for the report.
+    assert (launcher.tool_dir, launcher.output_dir) == (Path("/opt"), tmp_path)
+    joined = " ".join(launcher.command)
     assert "--clock-control none" in joined
     assert "--profile-from-start off" in joined
     assert "--target-processes all" in joined

@@ -18,7 +18,7 @@ from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.worker import protocol, sandbox, wire
-from pytest_kernelboard.worker.client import WorkerPool
+from pytest_kernelboard.worker.client import Launcher, WorkerPool, WorkerProcess
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 
@@ -156,3 +156,36 @@ def test_off_never_probes(fresh_policy):
     fresh_policy.setattr(sandbox, "probe", lambda: pytest.fail("probed"))
     fresh_policy.setenv("KERNELBOARD_SANDBOX", "off")
     assert sandbox.enabled() is False
+
+
+def test_a_profiler_starts_inside_the_sandbox_with_its_target(tmp_path):
+    """Across the sandbox's namespaces Nsight Compute never reaches the process it launched
+    (it waits forever), so a launcher runs inside the cage: it sees its own folder, read-only,
+    and writes its report where the judge reads it."""
+    if (reason := sandbox.probe()) is not None:
+        pytest.skip(f"needs the worker sandbox, unavailable here: {reason}")
+    tool_dir, output_dir = tmp_path / "tool", tmp_path / "reports"
+    tool_dir.mkdir()
+    output_dir.mkdir()
+    profiler = tool_dir / "profiler"
+    profiler.write_text(
+        textwrap.dedent("""\
+            #!/bin/sh
+            report=$1; shift
+            cat /proc/sys/kernel/hostname > "$report"
+            id -u >> "$report"
+            touch "$(dirname "$0")/scribble" 2>/dev/null && echo writable >> "$report"
+            exec "$@"
+            """)
+    )
+    profiler.chmod(0o755)
+    report = output_dir / "report.txt"
+    worker = WorkerProcess(
+        launcher=Launcher((str(profiler), str(report)), tool_dir, output_dir), sandboxed=True
+    )
+    try:
+        worker.ping(60)
+    finally:
+        worker.close()
+    assert report.read_text().split() == ["kernelboard-worker", str(sandbox.SANDBOX_UID)]
+    assert not (tool_dir / "scribble").exists()

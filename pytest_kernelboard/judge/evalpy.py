@@ -28,6 +28,7 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
+from ..worker.client import Launcher
 from ..worker.environment import default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
@@ -191,7 +192,7 @@ class EvalPyRunner:
         self,
         task: TaskSpec,
         submission: Path | None,
-        launcher: list[str] | None = None,
+        launcher: Launcher | None = None,
         cache_dir: Path | None = None,
     ):
         self.task = task
@@ -221,7 +222,13 @@ class EvalPyRunner:
         started = time.perf_counter()
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [*(self.launcher or []), sys.executable, self.script, mode, case_file.name],
+                [
+                    *(self.launcher.command if self.launcher else ()),
+                    sys.executable,
+                    self.script,
+                    mode,
+                    case_file.name,
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -286,7 +293,7 @@ class EvalPyJudge:
     submission: Path | None
     use_cuda: bool
     mode: str = "test"  # the pytest run's --kb-mode
-    launcher: list[str] | None = None
+    launcher: Launcher | None = None
     seeds: dict[str, int] | None = None  # per-run seeds, as KernelboardState.seeds_for gives
     _runs: dict[str, EvalRun] = field(default_factory=dict)
 

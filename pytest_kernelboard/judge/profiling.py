@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import KernelboardError
 from ..names import slug
+from ..worker.client import Launcher
 
 NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
 # Raw-page metric -> summary key. Units are converted where a duration is involved.
@@ -93,12 +94,12 @@ class CaseProfiler:
         )
         return self.report_dir / (name + suffix)
 
-    def launcher(self, report: Path) -> list[str] | None:
-        """The command a dedicated worker starts under, or None for an ordinary worker."""
+    def launcher(self, report: Path) -> Launcher | None:
+        """What a dedicated worker starts under, or None for an ordinary worker."""
         if not self.ncu:
             return None
         sections = [arg for name in NCU_SECTIONS for arg in ("--section", name)]
-        return [
+        command = (
             self.ncu,
             "--profile-from-start",
             "off",
@@ -110,7 +111,9 @@ class CaseProfiler:
             "--export",
             str(report),
             "--force-overwrite",
-        ]
+        )
+        # The install folder, not the (perhaps linked) path: ncu runs its own binaries there.
+        return Launcher(command, Path(self.ncu).resolve().parent, report.parent)
 
     def summarize(self, report: Path, log: str = "") -> dict[str, Any]:
         """The report's summary; `log` is what the profiler printed while the worker ran."""

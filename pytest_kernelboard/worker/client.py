@@ -119,13 +119,25 @@ def _shm_manager_dir() -> Path | None:
     return Path(found.group(1).decode()) if found else None
 
 
+@dataclass(frozen=True)
+class Launcher:
+    """A command the worker starts under: a profiler. It runs inside the sandbox with its
+    target, because across the sandbox's namespaces Nsight Compute never reaches the process
+    it launched (it waits for it forever). `tool_dir` is bound read-only there, `output_dir`
+    writable (where the profiler writes its report)."""
+
+    command: tuple[str, ...]
+    tool_dir: Path
+    output_dir: Path
+
+
 class WorkerProcess:
     """A spawned (never forked) Python process that imports and runs one submission."""
 
     def __init__(
         self,
         cache_dir: Path | None = None,
-        launcher: list[str] | None = None,
+        launcher: Launcher | None = None,
         sandboxed: bool | None = None,
         host_network: bool = False,
     ):
@@ -156,8 +168,8 @@ class WorkerProcess:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [
-                    *(launcher or []),
                     *cage,
+                    *(launcher.command if launcher else ()),
                     sys.executable,
                     "-m",
                     "pytest_kernelboard.worker.main",
@@ -201,8 +213,12 @@ class WorkerProcess:
             manager = _shm_manager_dir()
             if manager is not None and not manager.is_relative_to(_shm_manager_home()):
                 exchange.append(manager)
+        tools = []
+        if self.launcher is not None:
+            tools.append(self.launcher.tool_dir)
+            exchange.append(self.launcher.output_dir)
         return sandbox.bwrap_command(
-            self.home, self.stage_slot, caches, exchange, host_network=self.host_network
+            self.home, self.stage_slot, caches, exchange, self.host_network, tools
         )
 
     @property
@@ -523,7 +539,7 @@ class WorkerPool:
     """Keeps one spare worker starting in the background, so its Python and torch start-up
     overlaps with the judge's own work instead of adding to every submission's wall time."""
 
-    def __init__(self, launcher: list[str] | None = None) -> None:
+    def __init__(self, launcher: Launcher | None = None) -> None:
         self.launcher = launcher
         self._spare: WorkerProcess | None = None
 

@@ -200,19 +200,20 @@ def bwrap_command(
     caches: Iterable[Path],
     exchange: Iterable[Path] = (),
     host_network: bool = False,
+    tools: Iterable[Path] = (),
 ) -> list[str]:
     """The prefix that starts a command inside the sandbox.
 
     home: the worker's private scratch (a tmpfs inside; the host folder stays untouched);
     stage: the folder the judge stages the submission into, read-only inside;
     caches: compile caches, writable; exchange: host folders both sides use (the shared-memory
-    managers' sockets, a profiler trace), writable. Descriptors the caller passes (the socket)
-    are inherited.
+    managers' sockets, a profiler's report), writable; tools: a profiler's own folder, read-only.
+    Descriptors the caller passes (the socket) are inherited.
     """
     args = [BWRAP, *_namespace_args(host_network), *_system_mounts()]
     # A private /tmp first: what is bound below may itself live under /tmp (a checkout there).
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp"]
-    read_only = [*python_paths(), package_root()]
+    read_only = [*python_paths(), package_root(), *tools]
     for path in _outermost(read_only):
         args += ["--ro-bind", str(path), str(path)]
     devices = gpu_devices()
