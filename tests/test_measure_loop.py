@@ -227,3 +227,17 @@ def test_a_few_calls_the_busy_judge_saw_late_do_not_fail_the_case():
 def test_work_outside_the_interval_in_most_calls_fails_the_case():
     with pytest.raises(VerificationFailure, match=r"judge's clock in 1[0-9] of 20 calls"):
         unseen_measure(flagged=set(range(2, 30, 1)) - {5, 6, 7, 8})
+
+
+def test_the_event_pairs_cost_comes_off_blocked_calls_and_is_recorded_once():
+    blocked = {"device_us": 11.3, "blocked": True, "call_us": 5.0}
+    assert CaseTimer.sample_us(blocked, 1.3) == pytest.approx(10.0)
+    assert CaseTimer.sample_us({**blocked, "blocked": False}, 1.3) == 11.3  # sees host gaps
+    clock = FakeClock()
+    worker = FakeWorker(clock, iter([10.0] * 50))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=False, clock=clock)
+    plan = TimingPlan(rule=StoppingRule(min_samples=5), warmup=ONE_WARM_CALL, flush_bytes=0)
+    calibration = {"wall_gap_us": 4.0, "preroll_us": 30.0, "empty_device_us": 1.3}
+    record = timer.measure(CASE, plan, 600.0, "fake", calibration).to_record()
+    assert record["event_overhead_us"] == 1.3
+    assert "empty_call_us" not in record  # one value, one name

@@ -62,11 +62,6 @@ def has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def torch_device() -> str:
-    """'cuda' where a GPU is present, else 'cpu'."""
-    return "cuda" if has_cuda() else "cpu"
-
-
 @functools.cache
 def device_name() -> str:
     if not has_cuda():

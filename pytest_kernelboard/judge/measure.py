@@ -56,7 +56,7 @@ class Measurement:
     floor_us: float | None = None
     overhead_us: float | None = None
     preroll_us: float | None = None
-    empty_call_us: float | None = None
+    event_overhead_us: float | None = None  # an empty call's interval: the event pair's cost
     flags: list[str] = field(default_factory=list)
     rejections: list[str] = field(default_factory=list)
     clocks_before: dict[str, Any] | None = None
@@ -84,14 +84,13 @@ class Measurement:
             floor_us=self.floor_us,
             harness_overhead_us=self.overhead_us,
             preroll_us=self.preroll_us,
-            empty_call_us=self.empty_call_us,
             flags=self.flags + self.rejections,
             clocks_before=self.clocks_before,
             clocks_after=self.clocks_after,
             elapsed_s=round(self.elapsed_s, 4),
             blocked_calls=self.blocked_calls,
             blocking_off=self.blocking_off or None,
-            event_overhead_us=self.empty_call_us,
+            event_overhead_us=self.event_overhead_us,
             host_bound_calls=self.host_bound_calls,
             wall_s={k: round(v, 4) for k, v in self.wall_s.items()},
         )
@@ -195,7 +194,7 @@ class CaseTimer:
         if overhead:
             m.overhead_us = overhead["wall_gap_us"]
             m.preroll_us = overhead["preroll_us"]
-            m.empty_call_us = overhead["empty_device_us"]
+            m.event_overhead_us = overhead["empty_device_us"]
             m.tail_gap_us = overhead.get("tail_gap_us", 0.0)
         m.clocks_before = devices.gpu_state() if self.use_cuda else None
         call_index = 1  # call 0 is the correctness check's input
@@ -206,7 +205,7 @@ class CaseTimer:
             pristine, reply = self._one_call(case, call_index, plan, deadline, m)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
-            warm_durations.append(self.sample_us(reply, m.empty_call_us))
+            warm_durations.append(self.sample_us(reply, m.event_overhead_us))
             call_index += 1
         m.warmup_calls = len(warm_durations) - bool(prior_call_us)
         # The floor counts the bytes the call must move (inputs read, outputs written once).
@@ -224,7 +223,7 @@ class CaseTimer:
         last_progress = timing_started
         while True:
             pristine, reply = self._one_call(case, call_index, plan, deadline, m)
-            sample = self.sample_us(reply, m.empty_call_us)
+            sample = self.sample_us(reply, m.event_overhead_us)
             if not math.isfinite(sample):  # the worker's replies are checked; a wrapper's too
                 raise ValueError(f"timed call {call_index} measured {sample!r} us")
             m.samples_us.append(sample)
