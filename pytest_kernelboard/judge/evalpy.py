@@ -6,8 +6,8 @@ is judged by that script, as GPU MODE's runner does it: the task's files laid ou
 scratch folder, the cases written one per line as `k: v; k: v`, a pipe whose write end's
 number is passed as POPCORN_FD, `python eval.py <mode> <casefile>`, and `key: value` lines read
 back (`test.N.status`, `benchmark.N.mean` in nanoseconds, `check`, ...). The script is
-participant-adjacent code: it runs like a worker (allow-listed environment, the pool's
-launcher, its own process group, killed at the deadline), never inside the judge.
+participant-adjacent code: it runs like a worker (allow-listed environment, its own process
+group, killed at the deadline), never inside the judge.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
-from ..worker.client import Launcher
 from ..worker.environment import default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
@@ -192,12 +191,10 @@ class EvalPyRunner:
         self,
         task: TaskSpec,
         submission: Path | None,
-        launcher: Launcher | None = None,
         cache_dir: Path | None = None,
     ):
         self.task = task
         self.submission = submission
-        self.launcher = launcher
         self.cache_dir = cache_dir or default_cache_dir()
         self.script = main_script(task) or "eval.py"
 
@@ -222,13 +219,7 @@ class EvalPyRunner:
         started = time.perf_counter()
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [
-                    *(self.launcher.command if self.launcher else ()),
-                    sys.executable,
-                    self.script,
-                    mode,
-                    case_file.name,
-                ],
+                [sys.executable, self.script, mode, case_file.name],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -293,13 +284,12 @@ class EvalPyJudge:
     submission: Path | None
     use_cuda: bool
     mode: str = "test"  # the pytest run's --kb-mode
-    launcher: Launcher | None = None
     seeds: dict[str, int] | None = None  # per-run seeds, as KernelboardState.seeds_for gives
     _runs: dict[str, EvalRun] = field(default_factory=dict)
 
     def _run(self, eval_mode: str, cases: list[Case], timeout_s: float) -> EvalRun:
         if eval_mode not in self._runs:
-            runner = EvalPyRunner(self.task, self.submission, self.launcher)
+            runner = EvalPyRunner(self.task, self.submission)
             specs = [case.arguments(0) for case in cases]
             self._runs[eval_mode] = runner.run(eval_mode, specs, timeout_s)
         return self._runs[eval_mode]

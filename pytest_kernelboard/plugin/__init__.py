@@ -340,7 +340,6 @@ class SubmissionNode(pytest.Collector):
                 self.ref.path,
                 self.state.use_cuda,
                 self.state.mode,
-                self.state.pool.launcher,
                 self.state.seeds_for(self.task),
             )
         if self._judge is None:

@@ -143,9 +143,7 @@ class LeaderboardSelfCheck:
 
     def _judge(self, path: Path) -> SubmissionJudge | EvalPyJudge:
         if is_evalpy_task(self.task):
-            return EvalPyJudge(
-                self.task, path, self.state.use_cuda, launcher=self.state.pool.launcher
-            )
+            return EvalPyJudge(self.task, path, self.state.use_cuda)
         return make_judge(
             self.task,
             self.state.modules(self.task),

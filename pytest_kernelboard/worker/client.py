@@ -22,7 +22,7 @@ from typing import Any
 
 from ..judge import transport as pickles
 from . import protocol, sandbox, transport, window, wire
-from .environment import default_cache_dir, worker_environment
+from .environment import cache_dirs, default_cache_dir, worker_environment
 from .protocol import ErrorKind, Op
 
 LOG_TAIL_CHARS = 2000
@@ -198,14 +198,7 @@ class WorkerProcess:
         # The worker's own shm manager socket lands in its TMPDIR: a host folder the judge sees.
         self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-"))
         env["TMPDIR"] = str(self.outbox)
-        # The compile caches are the only writable places the sandbox shares with the host.
-        cache_variables = (
-            "TRITON_CACHE_DIR",
-            "TORCH_EXTENSIONS_DIR",
-            "CUPY_CACHE_DIR",
-            "KERNELBOARD_BUILD_DIR",
-        )
-        caches = [Path(env[name]) for name in cache_variables]
+        caches = cache_dirs(env)
         # The judge's shm manager socket: in a folder made now, filled once torch starts it.
         exchange = [self.outbox, _shm_manager_home()]
         if "torch" in sys.modules:  # no import to save: the manager may already run elsewhere

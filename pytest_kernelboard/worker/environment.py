@@ -51,6 +51,20 @@ def worker_environment(parent: Mapping[str, str], home: Path, cache_dir: Path) -
     return env
 
 
+# The compile caches are the only writable places a sandbox shares with the host.
+CACHE_VARIABLES = (
+    "TRITON_CACHE_DIR",
+    "TORCH_EXTENSIONS_DIR",
+    "CUPY_CACHE_DIR",
+    "KERNELBOARD_BUILD_DIR",
+)
+
+
+def cache_dirs(env: Mapping[str, str]) -> list[Path]:
+    """The compile caches a worker_environment names."""
+    return [Path(env[name]) for name in CACHE_VARIABLES]
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kernelboard"
