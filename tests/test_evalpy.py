@@ -7,6 +7,8 @@ check_implementation) + its own eval.py that checks forward and backward and tim
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
 import time
 from pathlib import Path
@@ -22,6 +24,7 @@ from pytest_kernelboard.judge.evalpy import (
 )
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST
 from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.worker import sandbox
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVALPY = FIXTURES / "evalpy"
@@ -83,13 +86,14 @@ def test_eval_py_judges_submissions_and_solutions(pytester: pytest.Pytester):
 
 def test_a_hanging_eval_py_is_killed_with_its_children(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_TEST_SECRET_TOKEN", "do-not-leak")
-    marker = tmp_path / "seen.json"
+    # The child is found by its command line: inside the sandbox its pid is not the host's.
+    nap = f"60.{secrets.randbelow(10**6):06d}"
     submission = tmp_path / "submission.py"
     submission.write_text(
         "import json, os, subprocess, time\n"
         "def custom_kernel(x, w):\n"
-        "    child = subprocess.Popen(['sleep', '60'])\n"
-        f"    json.dump({{'env': sorted(os.environ), 'child': child.pid}}, open({str(marker)!r}, 'w'))\n"
+        f"    subprocess.Popen(['sleep', {nap!r}])\n"
+        "    print('SEEN', json.dumps(sorted(os.environ)), flush=True)\n"
         "    time.sleep(60)\n"
     )
     runner = EvalPyRunner(load_task(TASK_YML), submission)
@@ -97,22 +101,53 @@ def test_a_hanging_eval_py_is_killed_with_its_children(tmp_path, monkeypatch):
     run = runner.run("test", [{"rows": 2, "cols": 2, "seed": 1, "transposed": False}], 15.0)
     assert run.timed_out and time.perf_counter() - started < 30
     assert run.outcome(TEST, 0, use_cuda=False).status == "timeout"
-    seen = json.loads(marker.read_text())
-    assert "POPCORN_FD" in seen["env"] and "KB_TEST_SECRET_TOKEN" not in seen["env"]
-    assert not _running(seen["child"])  # the script's own child went with its group
+    (seen,) = [
+        json.loads(line[5:]) for line in run.log_tail.splitlines() if line.startswith("SEEN ")
+    ]
+    assert "POPCORN_FD" in seen and "KB_TEST_SECRET_TOKEN" not in seen
+    assert not _running(f"sleep\0{nap}")  # the script's own child went with it
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie waiting for whoever inherited it to reap it."""
+def _running(cmdline: str) -> bool:
+    """A process with this command line is alive (not a zombie left for its reaper)."""
     for _ in range(20):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        if state in ("Z", "X"):
+        alive = False
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if proc.joinpath("cmdline").read_bytes().decode().rstrip("\0") != cmdline:
+                    continue
+                alive |= proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+        if not alive:
             return False
         time.sleep(0.1)
     return True
+
+
+def test_an_eval_py_submission_runs_inside_the_worker_sandbox(tmp_path):
+    """eval.py imports the submission, so it runs where a worker would: the judge's files and
+    processes are out of its sight."""
+    if (reason := sandbox.probe()) is not None:
+        pytest.skip(f"needs the worker sandbox, unavailable here: {reason}")
+    judge_file = tmp_path / "judge_only.txt"
+    judge_file.write_text("the judge's")
+    submission = tmp_path / "submission.py"
+    submission.write_text(
+        "import os\n"
+        "def custom_kernel(x, w):\n"
+        f"    print('FILE', os.path.exists({str(judge_file)!r}), flush=True)\n"
+        "    print('HOST', open('/proc/sys/kernel/hostname').read().strip(), flush=True)\n"
+        "    print('PARENT', os.getppid(), flush=True)\n"
+        "    raise SystemExit(0)\n"
+    )
+    run = EvalPyRunner(load_task(TASK_YML), submission, sandboxed=True).run(
+        "test", [{"rows": 2, "cols": 2, "seed": 1, "transposed": False}], 60.0
+    )
+    lines = [line.split(" ", 1) for line in run.log_tail.splitlines()]
+    said = {words[0]: words[-1] for words in lines if words[0] in ("FILE", "HOST", "PARENT")}
+    assert said["FILE"] == "False" and said["HOST"] == "kernelboard-worker", run.log_tail
+    assert int(said["PARENT"]) != os.getpid()  # the judge is not even a pid it could signal
 
 
 def test_a_crashing_eval_py_names_the_exit(tmp_path):

@@ -6,8 +6,8 @@ is judged by that script, as GPU MODE's runner does it: the task's files laid ou
 scratch folder, the cases written one per line as `k: v; k: v`, a pipe whose write end's
 number is passed as POPCORN_FD, `python eval.py <mode> <casefile>`, and `key: value` lines read
 back (`test.N.status`, `benchmark.N.mean` in nanoseconds, `check`, ...). The script is
-participant-adjacent code: it runs like a worker (allow-listed environment, its own process
-group, killed at the deadline), never inside the judge.
+participant-adjacent code: it runs like a worker (inside the worker sandbox, allow-listed
+environment, its own process group, killed at the deadline), never inside the judge.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
-from ..worker.environment import default_cache_dir, worker_environment
+from ..worker import sandbox
+from ..worker.environment import cache_dirs, default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
 from .staging import stage
@@ -185,17 +186,21 @@ def _signal_name(returncode: int) -> str:
 
 
 class EvalPyRunner:
-    """Runs one submission through the task's eval.py, one process per mode."""
+    """Runs one submission through the task's eval.py, one process per mode, inside the worker
+    sandbox where the session has one (eval.py imports the submission)."""
 
     def __init__(
         self,
         task: TaskSpec,
         submission: Path | None,
         cache_dir: Path | None = None,
+        sandboxed: bool | None = None,
     ):
+        """sandboxed: None follows the session's policy (sandbox.enabled), as workers do."""
         self.task = task
         self.submission = submission
         self.cache_dir = cache_dir or default_cache_dir()
+        self.sandboxed = sandbox.enabled() if sandboxed is None else sandboxed
         self.script = main_script(task) or "eval.py"
 
     def run(self, mode: str, specs: list[dict[str, Any]], timeout_s: float) -> EvalRun:
@@ -217,9 +222,15 @@ class EvalPyRunner:
         env["POPCORN_FD"] = str(write_fd)
         log_path = home / "output.log"
         started = time.perf_counter()
+        command = [sys.executable, self.script, mode, case_file.name]
+        if self.sandboxed:  # the staged folder read-only, its scratch a tmpfs, the caches shared
+            command = [
+                *sandbox.bwrap_command(home, folder, cache_dirs(env), workdir=folder),
+                *command,
+            ]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, self.script, mode, case_file.name],
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

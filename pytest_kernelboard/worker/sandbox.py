@@ -201,14 +201,16 @@ def bwrap_command(
     exchange: Iterable[Path] = (),
     host_network: bool = False,
     tools: Iterable[Path] = (),
+    workdir: Path | None = None,
 ) -> list[str]:
     """The prefix that starts a command inside the sandbox.
 
     home: the worker's private scratch (a tmpfs inside; the host folder stays untouched);
     stage: the folder the judge stages the submission into, read-only inside;
     caches: compile caches, writable; exchange: host folders both sides use (the shared-memory
-    managers' sockets, a profiler's report), writable; tools: a profiler's own folder, read-only.
-    Descriptors the caller passes (the socket) are inherited.
+    managers' sockets, a profiler's report), writable; tools: a profiler's own folder, read-only;
+    workdir: where the command starts (default: home). Descriptors the caller passes (the
+    socket, a pipe) are inherited.
     """
     args = [BWRAP, *_namespace_args(host_network), *_system_mounts()]
     # A private /tmp first: what is bound below may itself live under /tmp (a checkout there).
@@ -232,7 +234,7 @@ def bwrap_command(
     for folder in exchange:
         args += ["--bind", str(folder), str(folder)]
     # bwrap's own root is a tmpfs: read-only, so the only writable places are the ones above.
-    args += ["--remount-ro", "/", "--chdir", str(home)]
+    args += ["--remount-ro", "/", "--chdir", str(workdir or home)]
     return [*args, "--"]
 
 
