@@ -15,7 +15,7 @@ import pytest
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.results.records import validate_run
 from pytest_kernelboard.results.store import add_run
-from tests.test_gpu_timing import REFERENCE, SUBMISSIONS, TASK
+from test_gpu_timing import REFERENCE, SUBMISSIONS, TASK
 
 pytestmark = [
     pytest.mark.gpu,

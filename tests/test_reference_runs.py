@@ -239,7 +239,7 @@ def test_two_runs_filing_the_same_reference_in_the_same_second(repo):
 
 
 def test_pipeline_accepts_the_reference_run_beside_the_submission(tmp_path):
-    from tests.test_pr_comment import make_gate, make_run, write
+    from test_pr_comment import make_gate, make_run, write
 
     run = make_run()
     reference = copy.deepcopy(run["evaluations"][0])

@@ -77,7 +77,7 @@ def test_results_document_carries_it_per_case(tmp_path):
 
 
 def test_pr_comment_has_a_column():
-    from tests.test_pr_comment import make_gate, make_run
+    from test_pr_comment import make_gate, make_run
 
     run = make_run(score=10.0)
     run["evaluations"][0]["cases"][1]["timing"]["floor_us"] = 6.0
