@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.judge import builds
+from pytest_kernelboard.judge import builds as budget
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import DEFAULT_COMPILE_TIMEOUT_S, TaskError, load_task
+from pytest_kernelboard.worker import builds
 from pytest_kernelboard.worker.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
@@ -59,17 +60,17 @@ def test_an_import_over_the_build_budget_times_out(tmp_path: Path) -> None:
 
 def test_the_budget_comes_from_task_yml_or_the_command_line(tmp_path: Path) -> None:
     task = load_task(ADDONE)
-    assert builds.compile_timeout(task) == DEFAULT_COMPILE_TIMEOUT_S
-    builds.set_compile_timeout_override(42.0)
+    assert budget.compile_timeout(task) == DEFAULT_COMPILE_TIMEOUT_S
+    budget.set_compile_timeout_override(42.0)
     try:
-        assert builds.compile_timeout(task) == 42.0
+        assert budget.compile_timeout(task) == 42.0
     finally:
-        builds.set_compile_timeout_override(None)
+        budget.set_compile_timeout_override(None)
     shutil.copytree(ADDONE.parent.parent, tmp_path / "leaderboards")
     folder = tmp_path / "leaderboards" / ADDONE.parent.name
     text = ADDONE.read_text()
     (folder / "task.yml").write_text(text + "\ncompile_timeout: 900\n")
-    assert builds.compile_timeout(load_task(folder / "task.yml")) == 900.0
+    assert budget.compile_timeout(load_task(folder / "task.yml")) == 900.0
     (folder / "task.yml").write_text(text + "\ncompile_timeout: -1\n")
     with pytest.raises(TaskError, match="compile_timeout"):
         load_task(folder / "task.yml")
@@ -79,7 +80,7 @@ def test_the_budget_comes_from_task_yml_or_the_command_line(tmp_path: Path) -> N
 BUILDER = """
 import sys, time
 from pathlib import Path
-from pytest_kernelboard.judge.builds import cached_build
+from pytest_kernelboard.worker.builds import cached_build
 
 root, key, counter = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 
@@ -171,7 +172,7 @@ def test_a_stale_torch_extension_lock_no_longer_blocks(tmp_path: Path, monkeypat
 
 def test_the_guard_installs_when_a_submission_imports_torch_extensions() -> None:
     code = (
-        "import sys; from pytest_kernelboard.judge import builds\n"
+        "import sys; from pytest_kernelboard.worker import builds\n"
         "builds.guard_torch_extension_builds_on_import()\n"
         "assert 'torch.utils.cpp_extension' not in sys.modules\n"
         "from torch.utils.cpp_extension import load_inline\n"

@@ -11,11 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_gpu_timing import REFERENCE, SUBMISSIONS, TASK
 
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.results.records import validate_run
 from pytest_kernelboard.results.store import add_run
-from test_gpu_timing import REFERENCE, SUBMISSIONS, TASK
 
 pytestmark = [
     pytest.mark.gpu,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_kernelboard.judge import transport
-from pytest_kernelboard.judge.cloning import clone_data
+from pytest_kernelboard.worker import pickles as transport
+from pytest_kernelboard.worker.cloning import clone_data
 
 SHAPES = Path(__file__).parent / "fixtures" / "shapes"
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from pytest_kernelboard.judge import transport as pickles
-from pytest_kernelboard.worker import window
+from pytest_kernelboard.worker import pickles, window
 
 
 @dataclass

@@ -18,11 +18,12 @@ from ..spec.cases import Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
+from ..worker.builds import write_build_spec
 from ..worker.client import WorkerFailure, WorkerPool, WorkerProcess
+from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind, Op, needs_cuda
 from . import outside_clock
-from .builds import build_budget_failure, compile_timeout, write_build_spec
-from .cloning import clone_data
+from .builds import build_budget_failure, compile_timeout
 from .measure import (
     CaseTimer,
     Measurement,

@@ -19,8 +19,8 @@ from ..stats.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausi
 from ..stats.preroll import LAUNCH_ALLOWANCE_US
 from ..stats.stats import RunningMedian, summarize
 from ..stats.stopping import StoppingRule, Warmup
+from ..worker.cloning import clone_data
 from . import devices
-from .cloning import clone_data
 
 # Verification: every timed call's output is checked (CaseTimer.measure). The ranking statistic
 # is the median, which ignores the slowest and the fastest calls; that is only sound when each

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..judge.cloning import clone_data
 from ..judge.core import CaseOutcome, Skip, SubmissionJudge, generate_input
 from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases
 from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
+from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind
 
 if TYPE_CHECKING:

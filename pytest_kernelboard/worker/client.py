@@ -20,8 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..judge import transport as pickles
-from . import protocol, sandbox, transport, window, wire
+from . import pickles, protocol, sandbox, transport, window, wire
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .protocol import ErrorKind, Op
 

@@ -17,15 +17,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from pytest_kernelboard.judge.builds import (
+from pytest_kernelboard.stats.floors import aliased_bytes
+from pytest_kernelboard.stats.preroll import proposed_preroll_us
+from pytest_kernelboard.worker import transport, window
+from pytest_kernelboard.worker.builds import (
     guard_torch_extension_builds_on_import,
     load_cuda_submission,
     read_build_spec,
 )
-from pytest_kernelboard.judge.cloning import clone_data
-from pytest_kernelboard.stats.floors import aliased_bytes
-from pytest_kernelboard.stats.preroll import proposed_preroll_us
-from pytest_kernelboard.worker import transport, window
+from pytest_kernelboard.worker.cloning import clone_data
 from pytest_kernelboard.worker.protocol import ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.sandbox import apply_limits
