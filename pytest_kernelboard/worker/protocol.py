@@ -161,6 +161,10 @@ REQUESTS: dict[Op, type | None] = {
 # Added by the client to a request with CUDA tensors in `data` where they cross as host copies
 # (worker/transport.py); the worker moves them to the GPU before the handler runs.
 TRANSPORT_KEY = "transport"
+# Added by the judge to a `call` or `time` request whose inputs and outputs are large: the worker
+# returns its cached device memory before replying and puts the outputs in the inbound window,
+# over the consumed inputs, where the judge checks them in place (judge/memory.py).
+FRUGAL_KEY = "frugal"
 
 
 def request_keys(op: Op) -> frozenset[str]:
@@ -190,7 +194,9 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
 _SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
 # Keys that may be absent but, when present, must have this type.
 OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
-    Op.TIME.value: {"dispatch_us": NUMBER, "aliased_bytes": NUMBER},
+    # peak_bytes: the device memory the worker's allocator held at most during the request.
+    Op.TIME.value: {"dispatch_us": NUMBER, "aliased_bytes": NUMBER, "peak_bytes": NUMBER},
+    Op.CALL.value: {"peak_bytes": NUMBER},
 }
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 
