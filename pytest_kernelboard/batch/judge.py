@@ -217,9 +217,9 @@ class BatchJudge:
             if case.kind == TEST:
                 outcomes.append((case, evaluation.run(case)))
             else:  # no other candidate's worker runs while this one is timed
-                others = [w.process.pid for e in others for w in e.workers()]
-                others += [w.process.pid for w in self.session.pool.spare_workers()]
-                with paused(others):
+                idle = [w.process.pid for e in others for w in e.workers()]
+                idle += [w.process.pid for w in self.session.pool.spare_workers()]
+                with paused(idle):
                     outcomes.append((case, evaluation.run(case)))
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
         records = [case_record(c, o).to_json() for c, o in outcomes]

@@ -40,6 +40,9 @@ from .reference_loader import LeaderboardError, LeaderboardModules
 from .staging import module_name, stage
 
 STARTUP_TIMEOUT_S = 120.0
+# A case's end lets go of the worker's device windows above this size (small ones stay: making
+# them again costs more than they hold).
+RELEASE_WINDOWS_ABOVE = 256 << 20
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 PROFILER_EXIT_GRACE_S = 120.0
 
@@ -198,7 +201,9 @@ class SubmissionJudge:
         return generate_input(self.modules, case, call_index)
 
     def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
-        return self._judged(case, lambda: self._check_case(case, timeout_s))
+        outcome = self._judged(case, lambda: self._check_case(case, timeout_s))
+        self.release_cached_memory(windows=True)
+        return outcome
 
     def _judged(self, case: Case, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
         """Run one case's judging within the GPU's shared memory budget: what went wrong
@@ -412,19 +417,24 @@ class SubmissionJudge:
         outcome = self._judged(
             case, lambda: self._benchmark(case, timeout_s, plan, progress, reference)
         )
-        self.release_cached_memory()
+        self.release_cached_memory(windows=True)
         return outcome
 
-    def release_cached_memory(self) -> None:
+    def release_cached_memory(self, windows: bool = False) -> None:
         """Hand the judge's cached, unused device memory back to the driver after a timed case.
 
         torch's allocator keeps freed blocks for reuse in this process only. Cases of growing
         size never reuse them, and the workers (other processes, timed next) could run out of
-        memory that the judge holds but does not use."""
-        if self.use_cuda:
-            import torch
+        memory that the judge holds but does not use. windows: at a case's end, also let go of
+        the worker's device windows where they are large (an idle judge, the reference's while
+        a submission runs, must not hold a copy of the last case's inputs)."""
+        if not self.use_cuda:
+            return
+        import torch
 
-            torch.cuda.empty_cache()
+        if windows and self._worker is not None and self._worker.alive:
+            self._worker.release_windows(above=RELEASE_WINDOWS_ABOVE)
+        torch.cuda.empty_cache()
 
     def _benchmark(
         self,

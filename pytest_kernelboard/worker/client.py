@@ -253,6 +253,9 @@ class WorkerProcess:
     def _encode(self, message: dict[str, Any]) -> bytes:
         if self.transport != transport.WINDOW or message["op"] == Op.WINDOW:
             return pickles.dumps(message, self.trusted)
+        if not self.windows:  # released after a large case: new ones, sized by this request
+            self._share_window("in", 0)
+            self._share_window("out", 0)
         packer = window.Packer(self.windows["in"].device, "in")
         data = pickles.dumps(message, self.trusted, packer)
         needed_in = max(packer.nbytes, self._inbound_needed)
@@ -301,6 +304,20 @@ class WorkerProcess:
         if self.transport != transport.WINDOW or self._inbound is None:
             return data
         return window.views_in(self.windows["in"], self._inbound, data)
+
+    def release_windows(self, above: int = 0) -> None:
+        """Let go of the device windows if together they hold more than `above` bytes: the
+        worker unmaps its side first, then the judge releases the memory. The next request
+        with CUDA tensors makes new ones, sized for it."""
+        if self.transport != transport.WINDOW or not self.windows:
+            return
+        if sum(w.size for w in self.windows.values()) <= above:
+            return
+        device = self.windows["in"].device
+        for direction in list(self.windows):
+            self.request(Op.WINDOW, 120.0, direction=direction, size=0, device=device)
+            self.windows.pop(direction).close()
+        self._inbound = None
 
     def _share_window(self, direction: str, size: int) -> None:
         """A new device window of at least `size` bytes for one direction, handed to the

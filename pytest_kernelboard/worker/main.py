@@ -356,7 +356,14 @@ class Worker:
 
     def attach_window(self, direction: str, size: int, device: int) -> dict:
         """Map the judge's new window for one direction (its descriptor followed the request)
-        and let go of the one it replaces."""
+        and let go of the one it replaces. Size 0: only let go (no descriptor follows)."""
+        if size == 0:
+            old = self.windows.pop(direction, None)
+            if direction == "in":
+                window.set_receiving(None)
+            if old is not None:
+                old.close()
+            return {}
         fd = window.receive_fd(self.conn.fileno())
         new = window.Window.attach(fd, size, device)
         old, self.windows[direction] = self.windows.get(direction), new

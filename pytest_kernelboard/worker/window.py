@@ -27,6 +27,7 @@ from . import cuda_vmm
 
 ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
 HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
+HEADROOM_MAX_BYTES = 64 << 20
 
 
 class Slot(NamedTuple):
@@ -414,8 +415,10 @@ def _is_tensor(obj: Any) -> bool:
 
 
 def grown_size(needed: int, current: int) -> int:
-    """The size to grow a window to so that `needed` bytes fit, with headroom."""
-    return max(current, math.ceil(needed * HEADROOM))
+    """The size to grow a window to so that `needed` bytes fit, with headroom (a share of it,
+    at most HEADROOM_MAX_BYTES: a large window's headroom would be memory no case uses)."""
+    headroom = min(math.ceil(needed * (HEADROOM - 1)), HEADROOM_MAX_BYTES)
+    return max(current, needed + headroom)
 
 
 # -- handing a window over ------------------------------------------------------------------
