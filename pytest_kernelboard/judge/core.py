@@ -507,6 +507,23 @@ class SubmissionJudge:
         self._last_call_us = None
         return measurement
 
+    def kernel_census(self, case: Case, timeout_s: float) -> list[tuple[str, float]] | None:
+        """The GPU kernels one verified call of the case launches (name, device µs), or None
+        where this cannot be known (no GPU, the call failed, the output was wrong)."""
+        if not self.use_cuda:
+            return None
+        try:
+            pristine = self.generate_or_not_run(case, 1)
+            worker = self.worker()
+            sent = worker.private_copy(pristine)
+            self.settle()
+            reply = worker.request(Op.KERNELS, timeout_s, data=sent)
+            ok, _ = self.check(case, pristine, own(reply))
+            launched = [(str(name), float(us)) for name, us in reply.payload["kernels"]]
+        except Exception:  # a census is feedback: the case's verdict stands without it
+            return None
+        return launched if ok else None
+
     # -- one profiled case -----------------------------------------------------------------------
     def profile_case(
         self, case: Case, timeout_s: float, profiler: CaseProfiler, report: Path

@@ -325,6 +325,24 @@ class Worker:
         profiler.export_chrome_trace(trace_path)
         return {"output": self._sendable(output)}
 
+    def kernels(self, data: Any) -> dict:
+        """One call under torch's profiler (CUDA activity only): the GPU kernels it launched,
+        with their device times, for the judge to tell its own kernels from library ones."""
+        torch = self.torch
+        if not self.windows:
+            data = clone_data(data)
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as profiler:
+            output = self.kernel(data)
+            torch.cuda.synchronize()
+        launched = [
+            [str(event.name), float(getattr(event, "device_time", 0.0) or 0.0)]
+            for event in profiler.events()
+            if event.device_type == torch.autograd.DeviceType.CUDA
+            and not str(event.name).startswith(("Memcpy", "Memset"))
+        ]
+        return {"output": self._sendable(output), "kernels": launched}
+
     def calibrate(self, flush_bytes: int, launch_allowance_us: float, calls: int = 30) -> dict:
         """The harness's own cost, from empty calls timed exactly like real ones.
 
@@ -390,6 +408,7 @@ class Worker:
             Op.TIME: self.time_call,
             Op.CALIBRATE: self.calibrate,
             Op.PROFILE: self.profile_call,
+            Op.KERNELS: self.kernels,
             Op.INIT_GROUP: lambda **kw: init_group(self, **kw),
             Op.ECHO: self.echo,
             Op.WINDOW: self.attach_window,
