@@ -7,6 +7,7 @@ pytest leaderboards/                               # self-check every leaderboar
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from pathlib import Path
@@ -38,6 +39,7 @@ from ..spec.task import TaskError, TaskSpec, load_task
 from ..stats.scoring import rank_us
 from ..worker import sandbox as worker_sandbox
 from . import bench_bridge
+from .items import CaseItem
 from .selfcheck import LeaderboardSelfCheck
 from .xdist_gpus import pin_xdist_worker, worker_results_path, xdist_worker
 
@@ -125,7 +127,10 @@ class TerminalProgress(Progress):
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or self.config.get_verbosity() < 0:
             return
-        reporter.write_line(line)
+        # While a test runs, pytest captures the terminal's file descriptor too: write past it.
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(line)
         reporter.currentfspath = None  # the next result starts a fresh, prefixed line
 
     def timing(self, label: str, n: int, median_us: float, halfwidth: float) -> None:
@@ -240,15 +245,6 @@ class SubmissionFile(pytest.File):
             yield failing_item(self, "submission", f"{self.path}: {exc.args[0]}")
             return
         yield SubmissionNode.from_parent(self, name=task.name, task=task, ref=ref, state=state)
-
-
-class CaseItem(pytest.Function):
-    """A case as a test item. Its failure header is the command that reruns just this case
-    (pytest's own header would be the collector chain joined by dots, which no command takes);
-    never a suffix of the node id, so verbose result lines stay as pytest writes them."""
-
-    def reportinfo(self):
-        return self.path, None, f"pytest {self.config.cwd_relative_nodeid(self.nodeid)}"
 
 
 class SubmissionNode(pytest.Collector):

@@ -17,11 +17,13 @@ import pytest
 from ..judge.core import CaseOutcome, Skip, SubmissionJudge, generate_input
 from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
+from ..judge.reference_loader import LeaderboardError
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases
 from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind
+from .items import CaseItem
 
 if TYPE_CHECKING:
     from ..evaluation.session import JudgingSession
@@ -65,7 +67,7 @@ class LeaderboardSelfCheck:
         self.state = state
 
     def _item(self, name: str, run) -> pytest.Function:
-        item = pytest.Function.from_parent(self.parent, name=name, callobj=run)
+        item = CaseItem.from_parent(self.parent, name=name, callobj=run)
         item.add_marker(pytest.mark.selfcheck)
         return item
 
@@ -120,12 +122,17 @@ class LeaderboardSelfCheck:
         if self.task.multi_gpu:
             self.check_distributed_reference(case)
             return
+        cannot_run = None
         try:
             data = generate_input(modules, case)
+            output = modules.ref_kernel(clone_data(data))
+            ok, message = modules.check(data, output)
         except Skip as skip:
             pytest.skip(str(skip))
-        output = modules.ref_kernel(clone_data(data))
-        ok, message = modules.check(data, output)
+        except LeaderboardError as exc:  # its own file and line, not the harness's frames
+            cannot_run = f"the reference cannot run {case.id}: {exc}"
+        if cannot_run:  # failed outside the except block: no chained traceback to print
+            pytest.fail(cannot_run, pytrace=False)
         if not ok:
             pytest.fail(f"the reference fails its own check on {case.id}: {message}", pytrace=False)
 
@@ -187,7 +194,8 @@ class LeaderboardSelfCheck:
                     pytest.skip(str(skip))
         finally:
             judge.close()
-        ran = [(c, o) for c, o in outcomes if o.status != "skipped"]
+        # A case the reference cannot run is reported once, by the reference's own item.
+        ran = [(c, o) for c, o in outcomes if o.status not in ("skipped", "not_run")]
         if not ran:
             pytest.skip(outcomes[0][1].message if outcomes else "no test cases")
         failures = [(c, o) for c, o in ran if not o.passed]
