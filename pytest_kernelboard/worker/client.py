@@ -23,6 +23,7 @@ from typing import Any
 from . import pickles, protocol, sandbox, transport, window, wire
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .protocol import ErrorKind, Op
+from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
 SEND_TIMEOUT_S = 120
@@ -50,6 +51,11 @@ class WorkerFailure(Exception):
         self.exception = exception
         self.module = module
         super().__init__(message)
+
+
+class ImportStalled(WorkerFailure):
+    """An import that made no progress for the stall window (worker/stall.py): a hang, told
+    apart from a build that runs out of its budget."""
 
 
 @dataclass
@@ -263,9 +269,16 @@ class WorkerProcess:
             old.close()
 
     def request(
-        self, op: Op, timeout_s: float, *, pass_fd: int | None = None, **payload: Any
+        self,
+        op: Op,
+        timeout_s: float,
+        *,
+        pass_fd: int | None = None,
+        watch: ImportWatch | None = None,
+        **payload: Any,
     ) -> Reply:
-        """Send one request and wait for its reply; on any failure the worker is dead after."""
+        """Send one request and wait for its reply; on any failure the worker is dead after.
+        `watch`: asked while waiting whether the worker still gets on (an import's)."""
         if self.transport is None and "data" in payload and _judge_device() is not None:
             self._choose_transport()
         host_transport = self._host_transport(payload)
@@ -307,6 +320,10 @@ class WorkerProcess:
                 break
             if not self.alive:
                 raise self._died()
+            stalled = watch.check() if watch is not None else None
+            if stalled:
+                self.kill()
+                raise ImportStalled("timeout", stalled)
         elapsed = time.perf_counter() - started
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
@@ -418,7 +435,10 @@ class WorkerProcess:
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
         stage_dir = self.stage(stage_dir)
-        self.request(Op.LOAD, timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
+        watch = import_watch(self.process.pid, timeout_s)  # a hang fails before the budget ends
+        self.request(
+            Op.LOAD, timeout_s, watch=watch, stage_dir=str(stage_dir), module=module, entry=entry
+        )
 
     def stage(self, stage_dir: Path) -> Path:
         """Where this worker sees the staged files: the sandbox's slot (bound read-only from
