@@ -110,13 +110,18 @@ def read_snapshot(proc: Path = PROC) -> Snapshot | None:
 
 def _read_stat(path: Path) -> ProcessInfo | None:
     """One /proc/PID/stat; None when the process is gone or the line is not understood."""
-    try:
-        text = path.read_text()
+    try:  # raw reads: a runner has hundreds of processes, sampled twice a second
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     # "pid (comm) state ppid ..."; comm may hold spaces and parentheses, so split at the last ')'.
-    head, _, rest = text.rpartition(")")
-    pid_text, _, name = head.partition(" (")
+    head, _, rest = data.rpartition(b")")
+    pid_text, _, raw_name = head.partition(b" (")
+    name = raw_name.decode(errors="replace")
     fields = rest.split()
     try:
         # Fields 4 (ppid) and 14-17 (utime, stime, cutime, cstime), counted from 1 with comm as 2.
