@@ -220,6 +220,13 @@ def test_an_import_that_sleeps_fails_within_the_window(judge_import):
     assert elapsed < WINDOW_S + 15.0  # the worker's start-up, then the window: not the budget
 
 
+def test_a_malformed_window_fails_the_import_and_names_the_variable(judge_import, monkeypatch):
+    monkeypatch.setenv(STALL_VARIABLE, "a minute")
+    outcome, _ = judge_import("")
+    assert outcome.status == "error"
+    assert f"{STALL_VARIABLE}='a minute'" in outcome.message
+
+
 @linux_only
 def test_an_import_that_keeps_a_cpu_busy_passes(judge_import):
     outcome, elapsed = judge_import(f"""

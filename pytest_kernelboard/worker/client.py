@@ -434,8 +434,12 @@ class WorkerProcess:
     def load(
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
+        try:
+            watch = import_watch(self.process.pid, timeout_s)  # a hang fails before the budget
+        except ValueError as exc:  # a malformed stall window: the run's set-up, named
+            self.kill()
+            raise WorkerFailure("error", str(exc)) from None
         stage_dir = self.stage(stage_dir)
-        watch = import_watch(self.process.pid, timeout_s)  # a hang fails before the budget ends
         self.request(
             Op.LOAD, timeout_s, watch=watch, stage_dir=str(stage_dir), module=module, entry=entry
         )
