@@ -48,6 +48,7 @@ class Table:
         self.cpu_s = {WORKER: 0.0, HOLDER: 0.0}
         self.names = {WORKER: "python", HOLDER: "python"}
         self.child: str | None = None  # a child of the worker, by name
+        self.state = "S"  # the worker's own process state ("T": paused by a judge)
         self.waits_for: int | None = None  # the worker blocked on a lock this pid holds
 
     def __call__(self) -> Snapshot:
@@ -55,6 +56,9 @@ class Table:
             pid: ProcessInfo(pid, 1, self.names[pid], round(cpu * _TICKS_PER_S))
             for pid, cpu in self.cpu_s.items()
         }
+        processes[WORKER] = ProcessInfo(
+            WORKER, 1, self.names[WORKER], round(self.cpu_s[WORKER] * _TICKS_PER_S), self.state
+        )
         if self.child:
             processes[101] = ProcessInfo(101, WORKER, self.child, 0)
         waits = {WORKER: frozenset({self.waits_for})} if self.waits_for else {}
@@ -116,6 +120,19 @@ def test_a_running_compiler_is_progress_without_cpu():
     assert run(watch, clock, table, 300) is None
     table.child = "sleep"  # not a compiler
     assert "no progress" in run(watch, clock, table, 61)
+
+
+def test_a_paused_worker_is_not_charged_for_the_pause():
+    """A batch judge stops other workers (SIGSTOP) while it times a case: however long that
+    takes, the window starts again when the worker goes on."""
+    clock, table = Clock(), Table()
+    watch = watch_of(table, clock)
+    assert run(watch, clock, table, 30, cpu_share=1.0) is None
+    table.state = "T"
+    assert run(watch, clock, table, 300) is None
+    table.state = "S"
+    assert run(watch, clock, table, 59.5) is None  # a full window after the pause ...
+    assert "no progress" in run(watch, clock, table, 0.5)  # ... and no more
 
 
 def test_a_lock_waiter_rides_on_its_holder():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -24,13 +25,15 @@ from pytest_kernelboard.worker.proctree import (
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 
 
-def write_stat(proc: Path, pid: int, ppid: int, name: str, ticks: tuple[int, int, int, int]):
+def write_stat(
+    proc: Path, pid: int, ppid: int, name: str, ticks: tuple[int, int, int, int], state="S"
+):
     utime, stime, cutime, cstime = ticks
     folder = proc / str(pid)
     folder.mkdir(parents=True)
     # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime ...
     (folder / "stat").write_text(
-        f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194304 100 0 0 0 "
+        f"{pid} ({name}) {state} {ppid} {pid} {pid} 0 -1 4194304 100 0 0 0 "
         f"{utime} {stime} {cutime} {cstime} 20 0 1 0 12345 0 0\n"
     )
 
@@ -42,7 +45,7 @@ def fake_proc(tmp_path: Path) -> Path:
     write_stat(proc, 100, 1, "bwrap", (0, 0, 0, 0))  # a sandboxed worker's root
     write_stat(proc, 101, 100, "python (kb) ", (300, 50, 40, 10))  # spaces and parentheses
     write_stat(proc, 102, 101, "cc1plus", (70, 30, 0, 0))
-    write_stat(proc, 200, 1, "python", (900, 100, 0, 0))  # another worker
+    write_stat(proc, 200, 1, "python", (900, 100, 0, 0), state="T")  # another worker, paused
     (proc / "self").mkdir()  # not a pid: ignored
     (proc / "locks").write_text(
         textwrap.dedent("""\
@@ -72,6 +75,12 @@ def test_cpu_counts_the_children_already_reaped(fake_proc):
     assert snapshot.cpu_s(snapshot.tree(100)) == pytest.approx(500 / _TICKS_PER_S)
     assert snapshot.compilers(snapshot.tree(100)) == ["cc1plus"]
     assert snapshot.compilers(snapshot.tree(200)) == []
+
+
+def test_a_stopped_process_is_seen(fake_proc):
+    snapshot = read_snapshot(fake_proc)
+    assert snapshot.processes[200].state == "T" and snapshot.stopped({200})
+    assert not snapshot.stopped(snapshot.tree(100))
 
 
 def test_lock_waits_name_the_holder_of_the_same_kind_of_lock(fake_proc):
@@ -159,6 +168,20 @@ def test_this_machine_a_process_named_like_a_compiler_is_one():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_this_machine_a_paused_process_reads_as_stopped():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not read_snapshot().stopped({sleeper.pid})
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not read_snapshot().stopped({sleeper.pid}):
+            assert time.monotonic() < deadline, "SIGSTOP never showed in /proc"
+            time.sleep(0.05)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_this_machine_a_blocked_flock_names_its_holder(tmp_path):

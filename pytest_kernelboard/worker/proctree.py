@@ -50,6 +50,7 @@ class ProcessInfo:
     ppid: int
     name: str
     cpu_ticks: int  # utime + stime, plus cutime + cstime: the children it has already reaped
+    state: str = "S"  # R running, S sleeping, D disk wait, T stopped, t traced, Z zombie, ...
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ class Snapshot:
         """Names of the build tools running among the processes."""
         names = (self.processes[p].name for p in pids if p in self.processes)
         return sorted(name for name in names if is_compiler(name))
+
+    def stopped(self, pids: Iterable[int]) -> bool:
+        """Whether one of the processes is stopped (SIGSTOP, or held by a tracer)."""
+        return any(self.processes[p].state in ("T", "t") for p in pids if p in self.processes)
 
     def holders_awaited(self, pids: frozenset[int]) -> frozenset[int]:
         """Processes outside `pids` holding a lock that one of `pids` is blocked on."""
@@ -124,10 +129,10 @@ def _read_stat(path: Path) -> ProcessInfo | None:
     name = raw_name.decode(errors="replace")
     fields = rest.split()
     try:
-        # Fields 4 (ppid) and 14-17 (utime, stime, cutime, cstime), counted from 1 with comm as 2.
+        # Fields 3 (state), 4 (ppid) and 14-17 (utime, stime, cutime, cstime), from 1.
         ppid = int(fields[1])
         ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
-        return ProcessInfo(int(pid_text), ppid, name, ticks)
+        return ProcessInfo(int(pid_text), ppid, name, ticks, fields[0].decode())
     except (IndexError, ValueError):
         return None
 

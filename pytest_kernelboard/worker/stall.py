@@ -6,7 +6,9 @@ import would hold the runner for all of it. So while the judge waits for the imp
 samples the worker's whole process tree (worker/proctree.py) every half second; the import is
 getting on while the tree uses CPU (at least MIN_CPU_SHARE of one core since it last got on),
 runs a compiler, or waits on a file lock whose holder is getting on. When none of these holds
-for the stall window, the import has stalled: the judge kills the worker and says so.
+for the stall window, the import has stalled: the judge kills the worker and says so. A tree
+with a stopped process is not charged for the stop: a judge that pauses other workers while it
+times a case (SIGSTOP) must not see them as hung.
 
 A lock waiter rides on its holder: workers that want the same build wait in worker/builds.py's
 `build_lock` (an flock, also around torch's `load_inline` builds) for the one that compiles,
@@ -61,10 +63,11 @@ class _TreeProgress:
         self.since = now
         self.cpu_at = cpu_s
 
-    def update(self, now: float, cpu_s: float, compiling: bool) -> bool:
-        """Whether the tree got on by now: a compiler runs, or it used its share of CPU since."""
+    def update(self, now: float, cpu_s: float, busy: bool) -> bool:
+        """Whether the tree got on by now: it is `busy` (a compiler runs, or it is paused), or
+        it used its share of CPU since."""
         used = cpu_s - self.cpu_at
-        if compiling or (used > 0 and used >= MIN_CPU_SHARE * (now - self.since)):
+        if busy or (used > 0 and used >= MIN_CPU_SHARE * (now - self.since)):
             self.since, self.cpu_at = now, cpu_s
             return True
         return False
@@ -117,15 +120,15 @@ class ImportWatch:
         seen[root] = False  # a wait that leads back here adds nothing
         pids = found.tree(root)
         cpu = found.cpu_s(pids)
-        compiling = bool(found.compilers(pids))
+        busy = bool(found.compilers(pids)) or found.stopped(pids)
         if root == self.root:
             self._cpu_now = cpu
         tree = self._trees.get(root)
         if tree is None:  # first seen: its CPU so far is the baseline
             self._trees[root] = _TreeProgress(now, cpu)
-            progressed = compiling
+            progressed = busy
         else:
-            progressed = tree.update(now, cpu, compiling)
+            progressed = tree.update(now, cpu, busy)
         for holder in sorted(found.holders_awaited(pids)):
             if holder not in seen and len(seen) < MAX_LOCK_CHAIN:
                 self._progressed(holder, found, now, seen)
