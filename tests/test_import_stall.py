@@ -181,6 +181,7 @@ def test_a_window_as_long_as_the_budget_leaves_the_budget_to_decide(monkeypatch)
 # -- real workers -------------------------------------------------------------------------------
 WINDOW_S = 2.0
 WORKS_S = 2.5 * WINDOW_S  # how long the passing imports keep at it
+STARTUP_SLACK_S = 30.0  # a worker's start-up on a busy machine, as tests/test_hostile.py allows
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 
@@ -234,7 +235,8 @@ def test_an_import_that_sleeps_fails_within_the_window(judge_import):
     assert outcome.status == "timeout", outcome.message
     assert f"no progress for {WINDOW_S:g} s during import" in outcome.message
     assert "build budget of 120 s" in outcome.message
-    assert elapsed < WINDOW_S + 15.0  # the worker's start-up, then the window: not the budget
+    # The worker's start-up (seconds on a busy machine), then the window: not the budget.
+    assert elapsed < WINDOW_S + STARTUP_SLACK_S
 
 
 def test_a_malformed_window_fails_the_import_and_names_the_variable(judge_import, monkeypatch):
@@ -342,10 +344,11 @@ def test_a_lock_waiter_whose_holder_sleeps_fails(judge_import, lock_key):
     seen = release_after_waiting(holder, 60.0)
     try:
         outcome, elapsed = judge_import(WAIT_FOR_BUILD.format(key=lock_key))
+        failed_at = time.monotonic()
     finally:
         holder.kill()
         holder.wait()
-    assert "since" in seen  # it failed while waiting on the lock
     assert outcome.status == "timeout", outcome.message
     assert f"no progress for {WINDOW_S:g} s during import" in outcome.message
-    assert elapsed < WINDOW_S + 15.0
+    assert failed_at - seen["since"] < WINDOW_S + 5.0  # a window after it began to wait
+    assert elapsed < WINDOW_S + STARTUP_SLACK_S

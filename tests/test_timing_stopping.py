@@ -71,6 +71,16 @@ def test_noise_bound_stops_once_the_precision_is_out_of_reach_within_the_budget(
     assert rule.reason(samples, 10.0) == TIME_BUDGET
 
 
+def test_a_median_of_zero_is_left_to_the_budget():
+    """A relative width means nothing around 0 (host clocks can clamp calls to 0 us): such a
+    case runs to its budget, as before, rather than stop on a median of 0."""
+    rule = StoppingRule(precision=0.005, budget_s=10.0)
+    samples = [0.0] * 60 + [3.0] * 40
+    assert rule.projected_s(samples, 0.5) == math.inf
+    assert rule.reason(samples, 0.5) is None
+    assert rule.reason(samples, 10.0) == TIME_BUDGET
+
+
 def test_a_precision_within_reach_keeps_the_case_measuring():
     """The projection compares with the whole budget: a case that gets there in time goes on
     to converge, exactly as before; only one that cannot stops early."""

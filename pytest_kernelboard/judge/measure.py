@@ -250,8 +250,7 @@ class CaseTimer:
                 m.stop_reason = reason
                 if reason == NOISE_BOUND:  # what the precision would have cost, for the record
                     projected = plan.rule.projected_s(stats, timed_s)
-                    finite = math.isfinite(projected)
-                    m.details["precision_projected_s"] = round(projected, 3) if finite else None
+                    m.details["precision_projected_s"] = round(projected, 3)
                 break
         m.elapsed_s = self.clock() - started
         if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):

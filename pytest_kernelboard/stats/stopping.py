@@ -39,8 +39,8 @@ class StoppingRule:
                      median is within +/- precision of it (relative half-width)
       "time_budget"  elapsed >= budget_s (whatever else holds: the task timeout is hard)
       "noise_bound"  n >= projection_min_samples, elapsed >= projection_min_time_s (and
-                     min_time_s), and projected_s() > budget_s: at the rate the interval has
-                     narrowed so far, the precision cannot be reached within the budget
+                     min_time_s), and budget_s < projected_s() < inf: at the rate the interval
+                     has narrowed so far, the precision cannot be reached within the budget
       "max_samples"  n >= max_samples
       None           keep measuring
 
@@ -90,7 +90,7 @@ class StoppingRule:
         if (
             n >= self.projection_min_samples
             and elapsed_s >= max(self.projection_min_time_s, self.min_time_s)
-            and self.projected_s(stats, elapsed_s) > self.budget_s
+            and self.budget_s < self.projected_s(stats, elapsed_s) < math.inf
         ):
             return NOISE_BOUND
         if n >= self.max_samples:
@@ -100,7 +100,8 @@ class StoppingRule:
     def projected_s(self, samples_us: Sequence[float] | RunningMedian, elapsed_s: float) -> float:
         """Seconds of measuring the median's interval would need to reach the precision, at
         the rate so far: its half-width shrinks as 1/sqrt(n), and n grows with the time spent,
-        so elapsed * (half-width / precision)^2. Inf while the spread is unknown."""
+        so elapsed * (half-width / precision)^2. Inf while the spread is unknown, or where a
+        median of 0 makes a relative width meaningless: such a case runs to its budget."""
         stats = samples_us if isinstance(samples_us, RunningMedian) else RunningMedian(samples_us)
         halfwidth = stats.relative_halfwidth()
         if math.isinf(halfwidth):

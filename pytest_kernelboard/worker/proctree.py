@@ -142,8 +142,9 @@ def _read_lock_waits(path: Path) -> dict[int, frozenset[int]]:
 
     A held lock reads `1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146898 0 EOF`; a process blocked
     on it follows as `1: -> FLOCK ...` with its own pid (deeper waiters indent further). PIDs
-    are the reader's own namespace's, so the host's for a sandboxed worker. Locks of different
-    kinds (FLOCK, POSIX, OFDLCK) on one file do not block each other.
+    are the reader's own namespace's, so the host's for a sandboxed worker. A waiter is matched
+    with the holders of its own kind of lock on the file (an flock never waits for a POSIX
+    record lock; an OFD lock names no process, so it names no holder either).
     """
     try:
         lines = path.read_text().splitlines()
