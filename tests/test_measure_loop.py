@@ -21,6 +21,7 @@ from pytest_kernelboard.stats.stats import RunningMedian, summarize
 from pytest_kernelboard.stats.stopping import (
     CONVERGED,
     MAX_SAMPLES,
+    NOISE_BOUND,
     TIME_BUDGET,
     StoppingRule,
     Warmup,
@@ -150,6 +151,38 @@ def test_slow_calls_stop_on_the_time_budget():
     m, _, _ = measure(lambda: 100.0 if next(calls) % 2 else 300.0, rule, overhead_s=0.5)
     assert (m.stop_reason, len(m.samples_us)) == (TIME_BUDGET, 4)  # 4 calls of 0.5 s each
     assert m.elapsed_s == pytest.approx(2.5, abs=2e-3)  # and the warm call before them
+
+
+def host_bound(seed: int) -> Callable[[], float]:
+    """A call whose host work takes a random 0-2 ms: the median is known to about
+    +/-1.96/sqrt(n), so +/-0.5% would take some 150 000 calls."""
+    rng = random.Random(seed)
+    return lambda: rng.uniform(0.0, 2000.0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_host_bound_case_stops_on_its_noise_not_its_budget(seed):
+    rule = StoppingRule(precision=0.005, budget_s=10.0)
+    m, _, _ = measure(host_bound(seed), rule, overhead_s=0.5e-3)
+    assert m.stop_reason == NOISE_BOUND
+    # The projection minimum (0.2 s, 50 calls) and little more: not the 10 s budget.
+    assert len(m.samples_us) >= 50 and m.elapsed_s < 0.5
+    record = m.to_record()
+    assert record["stop_reason"] == NOISE_BOUND
+    assert record["precision_projected_s"] > rule.budget_s
+    lo, hi = record["rank_ci95_us"]
+    assert (hi - lo) / 2 > rule.precision * record["rank_us"]  # the wider interval it reached
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noise_the_budget_can_beat_still_converges(seed):
+    """cv 10% needs ~2400 calls (2.4 s here) for +/-0.5%: within a 10 s budget it converges as
+    before; under a 1 s budget it stops on its noise instead of running the budget out."""
+    m, _, _ = measure(gaussian(seed, 100.0, 0.10), StoppingRule(budget_s=10.0), overhead_s=1e-3)
+    assert m.stop_reason == CONVERGED and 1.0 < m.elapsed_s < 10.0
+    m, _, _ = measure(gaussian(seed, 100.0, 0.10), StoppingRule(budget_s=1.0), overhead_s=1e-3)
+    assert m.stop_reason == NOISE_BOUND and m.elapsed_s < 1.0
+    assert "precision_projected_s" in m.to_record()
 
 
 def test_max_samples_stop():

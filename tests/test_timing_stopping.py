@@ -1,11 +1,16 @@
 """The stopping rule, warm-up and per-case budget on their own; the loop that asks them is
 measure.CaseTimer.measure, tested in test_measure_loop.py with a fake clock and worker."""
 
+import math
+import random
+
 import pytest
 
+from pytest_kernelboard.stats.stats import RunningMedian
 from pytest_kernelboard.stats.stopping import (
     CONVERGED,
     MAX_SAMPLES,
+    NOISE_BOUND,
     TIME_BUDGET,
     StoppingRule,
     Warmup,
@@ -30,9 +35,60 @@ def test_stopping_rule_validates():
         {"min_samples": 0},
         {"min_samples": 20, "max_samples": 10},
         {"budget_s": 0},
+        {"projection_min_samples": 1},
+        {"projection_min_time_s": -1.0},
     ):
         with pytest.raises(ValueError):
             StoppingRule(**kwargs)
+
+
+def host_bound(n: int, seed: int = 0) -> list[float]:
+    """Calls that spend a random 0-2 ms on the host: a median of 1 ms known to ~+/-1.96/sqrt(n)."""
+    rng = random.Random(seed)
+    return [rng.uniform(0.0, 2000.0) for _ in range(n)]
+
+
+def test_projected_s_is_the_time_the_precision_needs_at_the_rate_so_far():
+    rule = StoppingRule(precision=0.005)
+    samples = [90.0, 95.0, 100.0, 105.0, 110.0] * 20
+    halfwidth = RunningMedian(samples).relative_halfwidth()
+    assert halfwidth == pytest.approx(0.025)  # ranks 40 and 60 of 100: 100 and 105
+    # +/-2.5% to +/-0.5%: 25 times the samples, so 25 times the time spent so far.
+    assert rule.projected_s(samples, 0.4) == pytest.approx(0.4 * 25)
+    assert rule.projected_s([5.0], 1.0) == math.inf  # one sample: no spread yet
+
+
+def test_noise_bound_stops_once_the_precision_is_out_of_reach_within_the_budget():
+    rule = StoppingRule(precision=0.005, budget_s=10.0)
+    samples = host_bound(200)
+    assert rule.projected_s(samples, 0.3) > 10 * rule.budget_s
+    assert rule.reason(samples, 0.3) == NOISE_BOUND
+    # Not before the spread is known: enough samples, and enough time.
+    assert rule.reason(samples[:49], 0.3) is None
+    assert rule.reason(samples, 0.19) is None
+    assert StoppingRule(min_time_s=1.0).reason(samples, 0.5) is None
+    # At the budget itself the budget is what stopped it.
+    assert rule.reason(samples, 10.0) == TIME_BUDGET
+
+
+def test_a_median_of_zero_is_left_to_the_budget():
+    """A relative width means nothing around 0 (host clocks can clamp calls to 0 us): such a
+    case runs to its budget, as before, rather than stop on a median of 0."""
+    rule = StoppingRule(precision=0.005, budget_s=10.0)
+    samples = [0.0] * 60 + [3.0] * 40
+    assert rule.projected_s(samples, 0.5) == math.inf
+    assert rule.reason(samples, 0.5) is None
+    assert rule.reason(samples, 10.0) == TIME_BUDGET
+
+
+def test_a_precision_within_reach_keeps_the_case_measuring():
+    """The projection compares with the whole budget: a case that gets there in time goes on
+    to converge, exactly as before; only one that cannot stops early."""
+    samples = [90.0, 95.0, 100.0, 105.0, 110.0] * 20  # +/-2.5%: 25x the time for +/-0.5%
+    assert StoppingRule(precision=0.005, budget_s=10.0).reason(samples, 0.25) is None  # 6.25 s
+    assert StoppingRule(precision=0.005, budget_s=5.0).reason(samples, 0.25) == NOISE_BOUND
+    # Converged wins over everything, whatever the projection says.
+    assert StoppingRule(precision=0.05, budget_s=0.1).reason(samples, 5.0) == CONVERGED
 
 
 def test_warmup_ends_when_two_calls_agree():

@@ -18,7 +18,7 @@ from ..spec.cases import Case
 from ..stats.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
 from ..stats.preroll import LAUNCH_ALLOWANCE_US
 from ..stats.stats import RunningMedian, summarize
-from ..stats.stopping import StoppingRule, Warmup
+from ..stats.stopping import NOISE_BOUND, StoppingRule, Warmup
 from . import devices
 
 # Verification: every timed call's output is checked (CaseTimer.measure). The ranking statistic
@@ -243,7 +243,8 @@ class CaseTimer:
                 self._verify(pristine, reply["output"], call_index, m)
                 m.checked_calls += 1
             pristine = reply = None
-            reason = plan.rule.reason(stats, self.clock() - timing_started)
+            timed_s = self.clock() - timing_started
+            reason = plan.rule.reason(stats, timed_s)
             call_index += 1
             now = self.clock()
             if self.progress and now - last_progress > 0.5:
@@ -251,6 +252,9 @@ class CaseTimer:
                 last_progress = now
             if reason is not None:
                 m.stop_reason = reason
+                if reason == NOISE_BOUND:  # what the precision would have cost, for the record
+                    projected = plan.rule.projected_s(stats, timed_s)
+                    m.details["precision_projected_s"] = round(projected, 3)
                 break
         m.elapsed_s = self.clock() - started
         if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):

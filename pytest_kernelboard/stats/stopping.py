@@ -7,6 +7,7 @@ that asks them is measure.CaseTimer.measure (tested with a fake clock and a fake
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from pytest_kernelboard.stats.stats import RunningMedian
 __all__ = [
     "CONVERGED",
     "MAX_SAMPLES",
+    "NOISE_BOUND",
     "TIME_BUDGET",
     "StoppingRule",
     "Warmup",
@@ -24,16 +26,21 @@ __all__ = [
 CONVERGED = "converged"
 TIME_BUDGET = "time_budget"
 MAX_SAMPLES = "max_samples"
+NOISE_BOUND = "noise_bound"
 
 
 @dataclass(frozen=True)
 class StoppingRule:
-    """Stop when the ranking statistic is known well enough, or when the case has used its time.
+    """Stop when the ranking statistic is known well enough, when more calls cannot get it
+    there within the budget, or when the case has used its time.
 
     reason() returns, checked in this order:
       "converged"    n >= min_samples, elapsed >= min_time_s, and the 95% interval of the
                      median is within +/- precision of it (relative half-width)
       "time_budget"  elapsed >= budget_s (whatever else holds: the task timeout is hard)
+      "noise_bound"  n >= projection_min_samples, elapsed >= projection_min_time_s (and
+                     min_time_s), and budget_s < projected_s() < inf: at the rate the interval
+                     has narrowed so far, the precision cannot be reached within the budget
       "max_samples"  n >= max_samples
       None           keep measuring
 
@@ -41,6 +48,9 @@ class StoppingRule:
     rank at most: a case stops as soon as its centre is pinned down, not after a fixed time.
     min_time_s stays available (nvbench's --min-time) but defaults to 0: with the call queued
     behind a blocking kernel the samples carry no host jitter, and a fixed floor only cost time.
+    A case whose calls do carry host jitter (host-bound calls, a CPU leaderboard) stops on
+    "noise_bound" once its spread is known instead of running to its budget; its wider
+    interval can only make it tie with more cases, never rank it falsely (docs/timing.md).
     """
 
     precision: float = 0.005
@@ -48,6 +58,11 @@ class StoppingRule:
     max_samples: int = 10_000
     min_time_s: float = 0.0
     budget_s: float = 10.0
+    # Before a projection is trusted: enough samples that the order-statistic interval is not
+    # widened by its rounding (about 1% at 50) and enough time to see the host's own rhythm
+    # (scheduler ticks, other processes) rather than one quiet or busy burst.
+    projection_min_samples: int = 50
+    projection_min_time_s: float = 0.2
 
     def __post_init__(self) -> None:
         if not self.precision > 0:
@@ -56,6 +71,8 @@ class StoppingRule:
             raise ValueError("need 1 <= min_samples <= max_samples")
         if self.min_time_s < 0 or not self.budget_s > 0:
             raise ValueError("need min_time_s >= 0 and budget_s > 0")
+        if self.projection_min_samples < 2 or self.projection_min_time_s < 0:
+            raise ValueError("need projection_min_samples >= 2 and projection_min_time_s >= 0")
 
     def reason(self, samples_us: Sequence[float] | RunningMedian, elapsed_s: float) -> str | None:
         """Why to stop now, or None. Pass a RunningMedian to avoid re-sorting per sample."""
@@ -70,9 +87,26 @@ class StoppingRule:
             return CONVERGED
         if elapsed_s >= self.budget_s:
             return TIME_BUDGET
+        if (
+            n >= self.projection_min_samples
+            and elapsed_s >= max(self.projection_min_time_s, self.min_time_s)
+            and self.budget_s < self.projected_s(stats, elapsed_s) < math.inf
+        ):
+            return NOISE_BOUND
         if n >= self.max_samples:
             return MAX_SAMPLES
         return None
+
+    def projected_s(self, samples_us: Sequence[float] | RunningMedian, elapsed_s: float) -> float:
+        """Seconds of measuring the median's interval would need to reach the precision, at
+        the rate so far: its half-width shrinks as 1/sqrt(n), and n grows with the time spent,
+        so elapsed * (half-width / precision)^2. Inf while the spread is unknown, or where a
+        median of 0 makes a relative width meaningless: such a case runs to its budget."""
+        stats = samples_us if isinstance(samples_us, RunningMedian) else RunningMedian(samples_us)
+        halfwidth = stats.relative_halfwidth()
+        if math.isinf(halfwidth):
+            return math.inf
+        return elapsed_s * (halfwidth / self.precision) ** 2
 
 
 @dataclass(frozen=True)

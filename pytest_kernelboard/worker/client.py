@@ -27,6 +27,7 @@ from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .pausing import resume
 from .protocol import ErrorKind, Op
+from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
 SEND_TIMEOUT_S = 120
@@ -62,6 +63,11 @@ class WorkerFailure(Exception):
         failure = cls("timeout", f"timed out after {timeout_s:g} s")
         failure.timeout_s = timeout_s
         return failure
+
+
+class ImportStalled(WorkerFailure):
+    """An import that made no progress for the stall window (worker/stall.py): a hang, told
+    apart from a build that runs out of its budget."""
 
 
 @dataclass
@@ -345,6 +351,7 @@ class WorkerProcess:
         *,
         pass_fd: int | None = None,
         frugal: bool = False,
+        watch: ImportWatch | None = None,
         **payload: Any,
     ) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after.
@@ -352,7 +359,8 @@ class WorkerProcess:
         frugal: the inputs and outputs are large; the worker returns its cached memory before
         replying and puts the output over the consumed inputs in the inbound window, where it
         is read in place (no second copy) while the worker stays stopped, until the next
-        request (see output_unchanged)."""
+        request (see output_unchanged).
+        watch: asked while waiting whether the worker still gets on (an import's)."""
         if self.transport is None and "data" in payload and _judge_device() is not None:
             self._choose_transport()
         frugal = frugal and self.transport == transport.WINDOW
@@ -395,6 +403,10 @@ class WorkerProcess:
                 break
             if not self.alive:
                 raise self._died()
+            stalled = watch.check() if watch is not None else None
+            if stalled:
+                self.kill()
+                raise ImportStalled("timeout", stalled)
         elapsed = time.perf_counter() - started
         self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
         if "error" in reply:
@@ -513,8 +525,15 @@ class WorkerProcess:
     def load(
         self, stage_dir: Path, module: str, timeout_s: float, entry: str = "custom_kernel"
     ) -> None:
+        try:
+            watch = import_watch(self.process.pid, timeout_s)  # a hang fails before the budget
+        except ValueError as exc:  # a malformed stall window: the run's set-up, named
+            self.kill()
+            raise WorkerFailure("error", str(exc)) from None
         stage_dir = self.stage(stage_dir)
-        self.request(Op.LOAD, timeout_s, stage_dir=str(stage_dir), module=module, entry=entry)
+        self.request(
+            Op.LOAD, timeout_s, watch=watch, stage_dir=str(stage_dir), module=module, entry=entry
+        )
 
     def stage(self, stage_dir: Path) -> Path:
         """Where this worker sees the staged files: the sandbox's slot (bound read-only from
