@@ -113,6 +113,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         p.set_defaults(func=func)
         if name == "serve":
-            p.add_argument("--host", default="127.0.0.1")
-            p.add_argument("--port", type=int, default=8000)
+            p.add_argument(
+                "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+            )
+            p.add_argument(
+                "--port",
+                type=int,
+                default=8000,
+                help="port to listen on (default: 8000; 0: any free)",
+            )
             p.add_argument("--no-build", action="store_true", help="serve --out as it is")
