@@ -346,3 +346,29 @@ def test_tile_text_keeps_the_characters_of_code(site, browser, viewport, width):
     browser.get(site + "index.html")
     summary = browser.find_element("css selector", 'li.tile[data-leaderboard="softmax"] .summary')
     assert "x * scale" in summary.get_attribute("textContent")
+
+
+def test_screenshot_script_photographs_three_pages_at_each_width(tmp_path):
+    """benchmarks/site_screenshots.py, which makes docs/site/*.png."""
+    import importlib.util
+    import struct
+
+    if not _find("KB_CHROMIUM", "chromium", "chromium-browser"):
+        missing_system_tool("the screenshot script needs headless Chromium", BROWSER_INSTALL)
+    spec = importlib.util.spec_from_file_location(
+        "site_screenshots", REPO / "benchmarks" / "site_screenshots.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "shots"
+    args = [str(FIXTURE), str(out), "--now", "2025-06-15T12:00:00Z", "--max-height", "600"]
+    assert script.main([*args, "--widths", "1280", "390"]) == 0
+    shots = sorted(p.name for p in out.iterdir())
+    assert shots == [
+        f"{page}-{w}.png" for page in ("index", "leaderboard", "run") for w in (1280, 390)
+    ]
+    for name in shots:
+        png = (out / name).read_bytes()
+        width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == int(name[:-4].rsplit("-", 1)[1])
+        assert 300 <= height <= 600
