@@ -19,7 +19,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -54,6 +53,7 @@ from pytest_kernelboard.utc import format_utc
 from . import charts
 from .data import Board, Run, SiteData, code_visible, load_site_data, read_record
 from .local import LOCAL_MARK, add_local_runs
+from .statement import summary_line, tolerance_note
 
 HERE = Path(__file__).parent
 MARKER = ".kernelboard-site"
@@ -357,42 +357,6 @@ def shapes(task) -> dict[str, Any]:
     return {"columns": keys, "rows": [[case.get(k, "") for k in keys] for case in task.benchmarks]}
 
 
-def _plain(token) -> str:
-    """The text an inline Markdown token shows: code keeps every character, marks go."""
-    if token.type in ("text", "code_inline", "html_inline"):
-        return token.content
-    if token.type in ("softbreak", "hardbreak"):
-        return " "
-    return "".join(_plain(child) for child in token.children or ())
-
-
-def summary_line(md: MarkdownIt, description: str) -> str:
-    """The statement's first paragraph as plain text (its first heading when it has no
-    paragraph), from the Markdown's own tokens: `slope * x` keeps its `*`."""
-    tokens = md.parse(description)
-    heading = ""
-    for opener, inline in zip(tokens, tokens[1:], strict=False):
-        if inline.type != "inline":
-            continue
-        if opener.type == "paragraph_open":
-            return _plain(inline).strip()
-        if opener.type == "heading_open" and not heading:
-            heading = _plain(inline).strip()
-    return heading
-
-
-# A statement that says its own tolerance ("Tolerance: ..."): task.yml's `tolerance` note
-# would say it a second time on the page.
-_STATES_TOLERANCE = re.compile(r"\btolerance\s*:", re.IGNORECASE)
-
-
-def tolerance_note(task) -> str | None:
-    """task.yml's `tolerance` note, unless the statement already states the tolerance."""
-    if not task.tolerance or _STATES_TOLERANCE.search(task.description or ""):
-        return None
-    return task.tolerance
-
-
 # ------------------------------------------------------------------ pages
 
 
@@ -572,8 +536,7 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
         speedup_text=fmt_speedup(run.speedup),
         fast_p=fast_p_text(run.fast_p)[1],
         cases=_case_rows(evaluation),
-        statistic=times_note(t for c in evaluation.get("cases") or [] for t in (c.get("timing"),))
-        or "medians",
+        statistic=times_note(c.get("timing") for c in evaluation.get("cases") or []) or "medians",
         local_mark=LOCAL_MARK,
         would_rank=run.would_rank,
         code_html=code_html,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -14,9 +15,9 @@ from pytest_kernelboard.spec.scaffold import (
     UTILS_TEMPLATE,
     ScaffoldError,
     create_leaderboard,
-    stale_scaffold_readme,
     template_text,
 )
+from pytest_kernelboard.spec.scaffold_readme import stale_scaffold_readme
 from pytest_kernelboard.spec.task import load_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -167,7 +168,8 @@ def test_cli_new_from_a_subfolder_lands_at_the_repository_root(
     ]
     assert (root / "leaderboards" / "utils.py").read_text() == utils_before
     out = capsys.readouterr().out
-    assert "created leaderboards/x1/" in out and "pytest leaderboards/x1" in out
+    check = os.path.relpath(root / "leaderboards" / "x1")  # from where it ran
+    assert "created leaderboards/x1/" in out and f"check it with `pytest {check}`" in out
 
 
 def test_cli_new_with_a_group_from_a_subfolder(repo_with_a_leaderboard, monkeypatch):

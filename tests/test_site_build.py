@@ -235,7 +235,8 @@ def test_cli_build(tmp_path, capsys):
     ],
 )
 def test_tile_summary_is_the_markdown_rendered_to_text(description, summary):
-    from site_generator.build import _markdown, summary_line
+    from site_generator.build import _markdown
+    from site_generator.statement import summary_line
 
     assert summary_line(_markdown(), description) == summary
 

@@ -19,7 +19,7 @@ from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases
 from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
-from ..spec.scaffold import readme_from_scaffold, stale_scaffold_readme
+from ..spec.scaffold_readme import readme_from_scaffold, stale_scaffold_readme
 from ..spec.task import TaskError, TaskSpec
 from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind

@@ -20,6 +20,7 @@ copy packaged with kernelboard is used. An existing utils.py is never overwritte
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -73,61 +74,9 @@ def check_slug(value: str, what: str) -> str:
     return value
 
 
-def _render(text: str, name: str) -> str:
+def render(text: str, name: str) -> str:
+    """A template's text for the leaderboard `name`."""
     return text.replace("__NAME__", name).replace("__UTILS_SOURCE__", UTILS_SOURCE)
-
-
-# -- a README left behind --------------------------------------------------------------------
-README = "README.md"
-# The files that define the problem: once either differs from the scaffold's, the scaffold's
-# README describes a problem the leaderboard no longer has.
-PROBLEM_FILES = ("reference.py", "task.yml")
-
-
-def _normalized(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def example_statement() -> str:
-    """The scaffold README's statement of its example problem: its first paragraph of prose."""
-    for paragraph in template_text(README).split("\n\n"):
-        if paragraph.strip() and not paragraph.lstrip().startswith("#"):
-            return _normalized(paragraph)
-    raise AssertionError("the scaffold README has no statement paragraph")
-
-
-def readme_from_scaffold(folder: Path) -> bool:
-    """Whether the folder's README.md still states the scaffold's example problem."""
-    try:
-        text = (folder / README).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return example_statement() in _normalized(text)
-
-
-def stale_scaffold_readme(folder: Path) -> str | None:
-    """Why the folder's README.md is out of date, or None: it still states the scaffold's
-    example problem although reference.py or task.yml define another one."""
-    if not readme_from_scaffold(folder):
-        return None
-    template_of = {relative: template for template, relative in TEMPLATE_FILES.items()}
-    changed = []
-    for relative in PROBLEM_FILES:
-        expected = _render(template_text(template_of[relative]), folder.name)
-        try:
-            actual = (folder / relative).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            actual = None
-        if actual is None or _normalized(actual) != _normalized(expected):
-            changed.append(relative)
-    if not changed:
-        return None  # still the example problem: its README is right
-    return (
-        f"{folder / README} still describes the example problem of `kernelboard new` "
-        f"({example_statement().splitlines()[0]!r}) while {' and '.join(changed)} "
-        f"{'define' if len(changed) > 1 else 'defines'} another: edit README.md to describe "
-        "your problem (statement, input and output, tolerance)"
-    )
 
 
 def repository_root(start: Path) -> Path:
@@ -179,7 +128,7 @@ def create_leaderboard(root: Path | str, name: str, group: str | None = None) ->
     for template, relative in TEMPLATE_FILES.items():
         target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render(template_text(template), name), encoding="utf-8")
+        target.write_text(render(template_text(template), name), encoding="utf-8")
         result.files.append(target)
 
     utils = parent / UTILS_NAME
@@ -211,8 +160,8 @@ def _run_new(args: argparse.Namespace) -> int:
         print(f"created {utils} (shared helpers, referenced as {UTILS_SOURCE})")
     print(
         "next: replace the example problem in task.yml, reference.py, task.py, template.py,\n"
-        f"README.md and the solutions, and check it with `pytest {shown}`; participants then\n"
-        f"submit submissions/{args.name}/<author>/submission.py"
+        f"README.md and the solutions, and check it with `pytest {os.path.relpath(made.folder)}`;"
+        f"\nparticipants then submit submissions/{args.name}/<author>/submission.py"
     )
     return 0
 
