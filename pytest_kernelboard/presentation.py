@@ -1,15 +1,21 @@
 """How numbers read, the same on the site, in the pull-request comment and in the terminal.
 
 Times are microseconds in the records; here they get a unit. A missing or non-finite value
-reads as an em dash, never as 'None' or 'nan'.
+reads as an em dash, never as 'None' or 'nan'. A case's time is the statistic that ranks it
+(`stats.scoring.rank_us`: the median, the mean for records older than it), with that
+statistic's interval, and a speedup is the ratio of those: what is shown is what ranks.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .stats.scoring import rank_us, speedup, tied
 
 MISSING = "—"
+TIE = "tie"
 
 
 def _finite(value: object) -> bool:
@@ -42,9 +48,58 @@ def fmt_with_interval(value: float | None, ci: Sequence[float] | None) -> str:
     return text
 
 
-def fmt_speedup(value: float | None) -> str:
-    """'2.00×': how many times faster than the reference."""
-    return f"{value:.2f}×" if _finite(value) else MISSING
+def fmt_speedup(value: float | None, tie: bool | None = None) -> str:
+    """'2.00×': how many times faster than the reference; '1.01× (tie)' when the data cannot
+    order the two (scoring.tied). Two decimals: anything not tied is more than 2% from 1."""
+    if not _finite(value):
+        return MISSING
+    return f"{value:.2f}× ({TIE})" if tie else f"{value:.2f}×"
+
+
+# -- a case's timing as it ranks -------------------------------------------------------------
+
+
+def ranked_time(
+    timing: Mapping[str, Any] | None,
+) -> tuple[float | None, tuple[float, float] | None]:
+    """(the statistic a case ranks by, its 95% interval): rank_us and rank_ci95_us, or the mean
+    and its interval for a record older than rank_us; (None, None) without a timing."""
+    if not timing:
+        return None, None
+    value = rank_us(timing)
+    ci = timing.get("rank_ci95_us") if timing.get("rank_us") is not None else timing.get("ci95_us")
+    return value, (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 else None
+
+
+def statistic_of(timing: Mapping[str, Any]) -> str:
+    """'median' or 'mean': which statistic ranked_time shows for this timing."""
+    return "median" if timing.get("rank_us") is not None else "mean"
+
+
+def case_speedup(case: Mapping[str, Any]) -> tuple[float | None, bool | None]:
+    """(speedup, tied) of one case, both from the statistic that ranks: the reference's ranked
+    time over the submission's (scoring.speedup), and whether their intervals cannot order them.
+    A case without both timings keeps the speedup it was stored with, tie unknown."""
+    value, ci = ranked_time(case.get("timing"))
+    reference, reference_ci = ranked_time(case.get("reference_timing"))
+    if value is None or reference is None or not value > 0:
+        stored = case.get("speedup")
+        return (float(stored) if _finite(stored) else None), None
+    tie = tied(value, ci, reference, reference_ci) if ci and reference_ci else None
+    return speedup(reference, value), tie
+
+
+def fmt_ranked_time(timing: Mapping[str, Any] | None) -> str:
+    """'10 µs [9 µs, 11 µs]': the ranked statistic with its interval; '—' without a timing."""
+    value, ci = ranked_time(timing)
+    return fmt_with_interval(value, ci) if timing else MISSING
+
+
+def times_note(timings: Iterable[Mapping[str, Any] | None]) -> str:
+    """What the shown times are: 'medians', 'means' (records older than rank_us), or both;
+    '' without a timing."""
+    kinds = sorted({statistic_of(t) for t in timings if t}, reverse=True)
+    return " and ".join(f"{kind}s" for kind in kinds)
 
 
 def fmt_pct(value: float | None) -> str:

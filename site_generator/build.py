@@ -19,9 +19,9 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,17 +38,22 @@ from pytest_kernelboard import rankings
 from pytest_kernelboard.errors import KernelboardError
 from pytest_kernelboard.names import slug
 from pytest_kernelboard.presentation import (
+    case_speedup,
     fmt_interval,
     fmt_pct,
     fmt_speed_of_light,
     fmt_speedup,
     fmt_us,
+    ranked_time,
+    times_note,
 )
 from pytest_kernelboard.stats.speed_of_light import speed_of_light
 from pytest_kernelboard.utc import format_utc
 
 from . import charts
 from .data import Board, Run, SiteData, code_visible, load_site_data, read_record
+from .local import LOCAL_MARK, add_local_runs
+from .statement import summary_line, tolerance_note
 
 HERE = Path(__file__).parent
 MARKER = ".kernelboard-site"
@@ -325,6 +330,23 @@ def panel(board: Board) -> dict[str, Any]:
             for r in unranked
         ],
         "export": Paths.export(board.task.name, board.device),
+        "listed": board.device in board.task.gpus,
+        "local": [
+            {
+                "author": r.author,
+                "date": r.date,
+                "mode": r.mode,
+                "status": r.status,
+                "tests": f"{r.tests[0]}/{r.tests[1]}",
+                "score_text": fmt_us(r.score_us),
+                "ci_text": fmt_interval(r.ci95_us),
+                "speedup_text": fmt_speedup(r.speedup),
+                "would_rank": r.would_rank,
+                "file": r.path,
+                "url": Paths.run(r),
+            }
+            for r in sorted(board.local, key=lambda r: r.created_at, reverse=True)
+        ],
     }
 
 
@@ -333,14 +355,6 @@ def shapes(task) -> dict[str, Any]:
     for case in task.benchmarks:
         keys.extend(k for k in case if k not in keys)
     return {"columns": keys, "rows": [[case.get(k, "") for k in keys] for case in task.benchmarks]}
-
-
-def summary_line(description: str) -> str:
-    """The first line of the statement as plain text (inline Markdown marks removed)."""
-    for line in description.strip().splitlines():
-        if line.strip():
-            return re.sub(r"[`*_]", "", line.strip().lstrip("#").strip())
-    return ""
 
 
 # ------------------------------------------------------------------ pages
@@ -377,7 +391,7 @@ def render_index(ctx: Ctx) -> None:
                 "status": css,
                 "status_text": words,
                 "deadline": fmt_deadline(task.deadline),
-                "summary": summary_line(task.description),
+                "summary": summary_line(ctx.md, task.description),
                 "devices": devices,
             }
         )
@@ -402,19 +416,25 @@ def render_board(ctx: Ctx, task) -> list[dict[str, Any]]:
         status_text=words,
         deadline=fmt_deadline(task.deadline),
         description=ctx.md.render(task.description),
+        tolerance=tolerance_note(task),
         shapes=shapes(task),
         panels=panels,
+        local=sum(len(p["local"]) for p in panels),
+        local_mark=LOCAL_MARK,
         code_visible=code_visible(task, ctx.data.now),
     )
     return panels
 
 
 def _case_rows(evaluation: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per case: the time that ranks (the median) and the reference's, each with its interval,
+    their speedup (presentation.case_speedup, as in the PR comment), the mean beside them."""
     rows = []
     for case in evaluation.get("cases") or []:
         timing = case.get("timing") or None
-        ref = case.get("reference_timing") or None
-        ci = (timing or {}).get("ci95_us")
+        ranked, ci = ranked_time(timing)
+        reference, reference_ci = ranked_time(case.get("reference_timing"))
+        value, tie = case_speedup(case)
         light = speed_of_light(timing)
         rows.append(
             {
@@ -424,15 +444,17 @@ def _case_rows(evaluation: dict[str, Any]) -> list[dict[str, Any]]:
                 "seed": case.get("seed"),
                 "status": case.get("status"),
                 "message": case.get("message") or "",
-                "mean": fmt_us(timing.get("mean_us")) if timing else "—",
-                "median": fmt_us(timing.get("median_us")) if timing else "—",
-                "median_v": timing.get("median_us") if timing else -1,
-                "std": fmt_us(timing.get("std_us")) if timing else "—",
-                "ci": fmt_interval(ci) or "—",
+                "time": fmt_us(ranked),
+                "time_v": -1 if ranked is None else ranked,
+                "ci": fmt_interval(ci),
+                "mean": f"{fmt_us(timing.get('mean_us'))} ± {fmt_us(timing.get('std_us'))}"
+                if timing
+                else "—",
                 "n": timing.get("n") if timing else "",
-                "reference": fmt_us(ref.get("mean_us")) if ref else "—",
-                "speedup": fmt_speedup(case.get("speedup")),
-                "speedup_v": case.get("speedup") if case.get("speedup") is not None else -1,
+                "reference": fmt_us(reference),
+                "reference_ci": fmt_interval(reference_ci),
+                "speedup": fmt_speedup(value, tie),
+                "speedup_v": -1 if value is None else value,
                 "light": fmt_speed_of_light(light),
                 "light_v": light if light is not None else -1,
                 "spread": charts.spread_svg(timing),
@@ -514,6 +536,9 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
         speedup_text=fmt_speedup(run.speedup),
         fast_p=fast_p_text(run.fast_p)[1],
         cases=_case_rows(evaluation),
+        statistic=times_note(c.get("timing") for c in evaluation.get("cases") or []) or "medians",
+        local_mark=LOCAL_MARK,
+        would_rank=run.would_rank,
         code_html=code_html,
         code_note=code_note,
         capsule=[(k, v) for k, v in capsule if v not in (None, "")],
@@ -660,6 +685,7 @@ def _plan(data: SiteData) -> _Plan:
                 plan.runs.append((key, run, None, False))
             if board.reference is not None:
                 plan.runs.append((key, board.reference, None, False))
+            plan.runs.extend((key, run, None, False) for run in board.local)
     return plan
 
 
@@ -695,11 +721,13 @@ def build_site(
     now: dt.datetime | None = None,
     workers: int | None = None,
     cache_dir: Path | None = None,
+    local: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Build the site from `root` (the repository) into `out`. Returns timings and counts.
 
     workers: processes for reading and rendering (default: the CPU count; small stores use
     one). cache_dir: where highlighted code is kept between builds (default: not kept).
+    local: results documents of local runs to preview, marked local and unranked (local.py).
     """
     started = time.perf_counter()
     root, out = Path(root).resolve(), Path(out).resolve()
@@ -713,6 +741,7 @@ def build_site(
     _prepare_out(out)
     (out / "data").mkdir(exist_ok=True)
     data = load_site_data(root, now, out / "data" / "dataset.jsonl", workers)
+    local_runs = add_local_runs(data, local)
     loaded = time.perf_counter()
     plan = _plan(data)
     ctx = Ctx(data, out, _environment(), Highlighter(cache_dir), _markdown())
@@ -733,6 +762,7 @@ def build_site(
         "runs": data.total_runs,
         "pages": pages,
         "skipped": len(data.skipped),
+        "local": local_runs,
         "workers": share_count,
         "load_s": loaded - started,
         "render_s": finished - loaded,

@@ -195,11 +195,12 @@ def heat_style(speedup: float | None) -> str:
 
 
 def spread_svg(timing: dict | None) -> str:
-    """One case's timing spread: min–max whisker, 95% interval box, median tick."""
+    """One case's timing spread: min–max whisker, the median's 95% interval box (the mean's in
+    records older than rank_ci95_us), median tick."""
     if not timing:
         return ""
     lo, hi = timing.get("min_us"), timing.get("max_us")
-    ci = timing.get("ci95_us") or [None, None]
+    ci = timing.get("rank_ci95_us") or timing.get("ci95_us") or [None, None]
     med = timing.get("median_us")
     if lo is None or hi is None or med is None:
         return ""

@@ -14,6 +14,7 @@ from pytest_kernelboard.spec.task import TaskError
 from pytest_kernelboard.utc import parse_utc
 
 from .build import BuildError, build_site
+from .local import LocalRunError
 
 
 def _root(args: argparse.Namespace) -> Path | None:
@@ -44,14 +45,17 @@ def _build(args: argparse.Namespace) -> bool:
             now=_now(args.now),
             workers=args.workers,
             cache_dir=Path(args.cache) if args.cache else None,
+            local=[Path(p) for p in args.local],
         )
-    except (BuildError, TaskError) as exc:
+    except (BuildError, TaskError, LocalRunError) as exc:
         print(f"kernelboard site build: {exc}", file=sys.stderr)
         return False
     print(
         f"built {args.out}: {stats['pages']} pages from {stats['runs']} runs "
         f"in {stats['total_s']:.2f} s (read {stats['load_s']:.2f} s, render {stats['render_s']:.2f} s)"
     )
+    if stats["local"]:
+        print(f"previewing {stats['local']} local runs, marked local and unranked (not filed)")
     if stats["skipped"]:
         print(f"warning: {stats['skipped']} records skipped (see above)", file=sys.stderr)
     return True
@@ -111,8 +115,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--cache", help="keep highlighted code here between builds, e.g. .kb-cache/site"
         )
+        p.add_argument(
+            "--local",
+            metavar="RUN.json",
+            action="append",
+            default=[],
+            help="preview a local run (`pytest ... --kb-results RUN.json`) on the site, marked "
+            "local and unranked; nothing is filed (repeatable)",
+        )
         p.set_defaults(func=func)
         if name == "serve":
-            p.add_argument("--host", default="127.0.0.1")
-            p.add_argument("--port", type=int, default=8000)
+            p.add_argument(
+                "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+            )
+            p.add_argument(
+                "--port",
+                type=int,
+                default=8000,
+                help="port to listen on (default: 8000; 0: any free)",
+            )
             p.add_argument("--no-build", action="store_true", help="serve --out as it is")

@@ -74,10 +74,15 @@ class Run:
     pr_url: str | None
     baseline: bool  # rankings.is_baseline: a filed reference run fit for the baseline row
     candidate: rankings.Candidate | None = None  # set when ranked; its payload is this run
+    # A local run previewed with `site build --local`: never filed, never ranked; `path` is
+    # then the document's own path, and `would_rank` the rank it would take if filed.
+    local: bool = False
+    would_rank: rankings.Projection | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.run_id}-{self.index}"
+        # a local run's page never takes the name of a filed one
+        return f"{'local-' if self.local else ''}{self.run_id}-{self.index}"
 
     @property
     def date(self) -> str:
@@ -95,6 +100,7 @@ class Board:
     ranking: list[rankings.RankedEntry] = field(default_factory=list)
     reference: Run | None = None
     cases: dict[int, str] = field(default_factory=dict)  # benchmark case index -> label
+    local: list[Run] = field(default_factory=list)  # previewed local runs (site/local.py)
 
     @property
     def entries(self) -> list[tuple[rankings.RankedEntry, Run]]:
@@ -120,10 +126,17 @@ class SiteData:
     code_paths: dict[str, Path]
 
     def boards_of(self, task: TaskSpec) -> list[Board]:
-        return [self.boards[(task.name, device)] for device in task.gpus]
+        """The task's listed devices, then devices only local runs were made on (a preview)."""
+        listed = [self.boards[(task.name, device)] for device in task.gpus]
+        local_only = [
+            board
+            for (name, device), board in sorted(self.boards.items())
+            if name == task.name and device not in task.gpus
+        ]
+        return listed + local_only
 
 
-def _case_label(case: dict[str, Any]) -> str:
+def case_label(case: dict[str, Any]) -> str:
     spec = case.get("spec") or {}
     parts = [f"{k}={v}" for k, v in spec.items() if k != "seed"]
     return ", ".join(parts) or case.get("id") or f"#{case.get('index')}"
@@ -185,6 +198,45 @@ class _CodeReader:
         return self.cache[sha256]
 
 
+def reduce_run(
+    doc: dict[str, Any], evaluation: dict[str, Any], index: int, path: str, task: TaskSpec
+) -> Run:
+    """One evaluation of a document, reduced to what the pages need (no provenance yet)."""
+    summary = evaluation["summary"]
+    submission = evaluation["submission"]
+    ci = summary.get("score_ci95_us")
+    return Run(
+        path=path,
+        run_id=doc["run_id"],
+        index=index,
+        leaderboard=evaluation["leaderboard"]["name"],
+        device=doc["environment"]["device"],
+        author=submission["author"],
+        created_at=doc["created_at"],
+        mode=doc.get("mode", ""),
+        status=summary.get("status", ""),
+        is_reference=bool(submission.get("is_reference")),
+        ranked=rankings.is_ranked(doc, evaluation, task),
+        score_us=summary.get("score_us"),
+        ci95_us=(ci[0], ci[1]) if ci and len(ci) == 2 else None,
+        reference_score_us=summary.get("reference_score_us"),
+        speedup=summary.get("speedup"),
+        fast_p=summary.get("fast_p"),
+        sha256=submission["sha256"],
+        submission_path=submission.get("path", ""),
+        tests=(summary.get("tests_passed", 0), summary.get("tests_total", 0)),
+        benchmarks=(summary.get("benchmarks_passed", 0), summary.get("benchmarks_total", 0)),
+        case_speedups={
+            case.get("index", 0): case.get("speedup")
+            for case in evaluation.get("cases") or ()
+            if case.get("kind") == "benchmark"
+        },
+        pull_request=None,
+        pr_url=None,
+        baseline=rankings.is_baseline(doc, evaluation, task),
+    )
+
+
 @dataclass
 class _Chunk:
     """What one reader produced: runs in file order, case labels, problems."""
@@ -224,7 +276,8 @@ def _read_chunk(
             try:
                 name = evaluation["leaderboard"]["name"]
                 submission = evaluation["submission"]
-                summary = evaluation["summary"]
+                if not isinstance(evaluation["summary"], dict):
+                    raise TypeError("summary is not an object")
             except (KeyError, TypeError) as exc:
                 chunk.skipped.append(f"{rel}: {exc}")
                 continue
@@ -237,44 +290,12 @@ def _read_chunk(
                     f"{rel}: leaderboard {name!r} on {device!r} is not in the catalog"
                 )
                 continue
+            run = reduce_run(doc, evaluation, base_index + offset, rel, task)
+            run.pull_request, run.pr_url = pr, pr_url
             labels = chunk.cases[(name, device)]
-            ci = summary.get("score_ci95_us")
-            speedups: dict[int, float | None] = {}
             for case in evaluation.get("cases") or ():
-                if case.get("kind") == "benchmark":
-                    idx = case.get("index", 0)
-                    speedups[idx] = case.get("speedup")
-                    if idx not in labels:
-                        labels[idx] = _case_label(case)
-            run = Run(
-                path=rel,
-                run_id=doc["run_id"],
-                index=base_index + offset,
-                leaderboard=name,
-                device=device,
-                author=submission["author"],
-                created_at=doc["created_at"],
-                mode=doc.get("mode", ""),
-                status=summary.get("status", ""),
-                is_reference=bool(submission.get("is_reference")),
-                ranked=rankings.is_ranked(doc, evaluation, task),
-                score_us=summary.get("score_us"),
-                ci95_us=(ci[0], ci[1]) if ci and len(ci) == 2 else None,
-                reference_score_us=summary.get("reference_score_us"),
-                speedup=summary.get("speedup"),
-                fast_p=summary.get("fast_p"),
-                sha256=submission["sha256"],
-                submission_path=submission.get("path", ""),
-                tests=(summary.get("tests_passed", 0), summary.get("tests_total", 0)),
-                benchmarks=(
-                    summary.get("benchmarks_passed", 0),
-                    summary.get("benchmarks_total", 0),
-                ),
-                case_speedups=speedups,
-                pull_request=pr,
-                pr_url=pr_url,
-                baseline=rankings.is_baseline(doc, evaluation, task),
-            )
+                if case.get("kind") == "benchmark" and case.get("index", 0) not in labels:
+                    labels[case.get("index", 0)] = case_label(case)
             if run.ranked:
                 run.candidate = rankings.Candidate.of(doc, offset, payload=run)
             chunk.runs.append((run, offset))
@@ -382,7 +403,8 @@ def load_site_data(
 
 
 def read_record(root: Path, run: Run) -> dict[str, Any]:
-    """The full document of a record, with `evaluation` set to this run's evaluation."""
+    """The full document of a record (or of a local run: its path is absolute), with
+    `evaluation` set to this run's evaluation."""
     doc = _loads((Path(root) / run.path).read_bytes())
     base = doc.get("evaluation_index", 0)
     doc["evaluation"] = doc["evaluations"][run.index - base]

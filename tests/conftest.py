@@ -1,8 +1,15 @@
+import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Set where the machine must have every system tool the tests use (CI installs them): a missing
+# one then fails its tests instead of skipping them.
+REQUIRE_SYSTEM_TOOLS = "KERNELBOARD_REQUIRE_SYSTEM_TOOLS"
+BROWSER_INSTALL = "apt-get install chromium chromium-driver"
+SANDBOX_INSTALL = "apt-get install bubblewrap"
 # Fixture leaderboards and submissions are inputs of the tests, not tests themselves.
 collect_ignore = ["fixtures"]
 pytest_plugins = ["pytester"]
@@ -16,3 +23,13 @@ def core_repo(tmp_path: Path) -> Path:
     dest = tmp_path / "repo"
     shutil.copytree(FIXTURES / "core", dest)
     return dest
+
+
+def missing_system_tool(what: str, install: str) -> NoReturn:
+    """A test needs a system tool this machine lacks (the browser, bubblewrap): skip, saying how
+    to install it, or fail where KERNELBOARD_REQUIRE_SYSTEM_TOOLS=1. Test modules import it as
+    `from conftest import missing_system_tool` (pytest puts tests/ on the path)."""
+    message = f"{what}; to install: {install}"
+    if os.environ.get(REQUIRE_SYSTEM_TOOLS) == "1":
+        pytest.fail(f"{message} ({REQUIRE_SYSTEM_TOOLS}=1: required here)", pytrace=False)
+    pytest.skip(message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -55,10 +57,45 @@ def test_python_m_entry_runs_a_subcommand_help():
     assert result.stdout.startswith("usage: kernelboard new")
 
 
-def test_no_subcommand_is_a_usage_error():
-    result = run(sys.executable, "-m", "pytest_kernelboard.cli")
-    assert result.returncode == 2
-    assert "usage: kernelboard" in result.stderr and "COMMAND" in result.stderr
+def test_no_subcommand_prints_the_help():
+    """A first `kernelboard` shows what there is to do, not a usage error."""
+    result = run(kernelboard_script())
+    assert result.returncode == 0, result.stderr
+    assert_lists_subcommands(result.stdout)
+    assert result.stderr == ""
+
+
+def test_version_comes_from_the_package_metadata():
+    result = run(kernelboard_script(), "--version")
+    assert result.returncode == 0, result.stderr
+    assert (
+        result.stdout.strip() == f"kernelboard {importlib.metadata.version('pytest-kernelboard')}"
+    )
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("kernelboard",)):
+    """Every (command path, parser, subcommand help) below `parser`, recursively."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert (helps.get(name) or "").strip(), f"{' '.join(path)} {name}: no help"
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_and_positional_has_help():
+    """Walks every subcommand, so an option added later without help fails here."""
+    missing = []
+    parsers = list(_parsers(cli.build_parser()))
+    assert len(parsers) > 20, "the walk reaches the nested subcommands"
+    for path, parser in parsers:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+                missing.append(f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == [], "options without help text:\n" + "\n".join(missing)
 
 
 def test_unknown_subcommand_is_a_usage_error(capsys):

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import SANDBOX_INSTALL, missing_system_tool
 
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import SubmissionJudge
@@ -168,7 +169,9 @@ def test_hostile_submission(path, task, modules, pool, listener, tmp_path):
     if header.cpu_only and use_cuda:
         pytest.skip("attacks the judge's CPU clock; runs on CPU machines")
     if "sandbox" in header.needs and not sandbox.enabled():  # raises under =require
-        pytest.skip(f"needs the worker sandbox, unavailable here: {sandbox.probe()}")
+        missing_system_tool(
+            f"needs the worker sandbox, unavailable here: {sandbox.probe()}", SANDBOX_INSTALL
+        )
 
     marker = f"kbhostile{secrets.token_hex(6)}"
     secret = judge_environ_secret()

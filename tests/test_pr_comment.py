@@ -121,8 +121,8 @@ def test_accepted_comment_has_table_score_rank_and_gap():
     assert "### CPU — ✅ passed (1/1 tests, 1/1 benchmarks)" in body
     assert "| test size=8 | ✅ passed |" in body
     assert "10 µs [9 µs, 11 µs]" in body  # time with its interval
-    assert "| 20 µs | 2.00× |" in body  # reference and speedup
-    assert "**Score:** 10 µs [9 µs, 11 µs]" in body
+    assert "| 20 µs [18 µs, 22 µs] | 2.00× |" in body  # reference and speedup
+    assert "**Score** (last of the benchmark cases): 10 µs [9 µs, 11 µs]" in body
     assert "**Rank it would take:** 2 of 3" in body
     assert "gap to first: +5 µs (+100.0%)" in body
 
@@ -303,3 +303,70 @@ def test_stage_checks_bytes_and_path(tmp_path):
         pipeline.stage(root, rel, "0" * 64, source)
     with pytest.raises(pipeline.PipelineError, match="not a submission path"):
         pipeline.stage(root, "submissions/../../etc/passwd", digest, source)
+
+
+# -- what the numbers are: the statistic that ranks, its interval, ties -----------------------
+
+
+def ranked(median: float, lo: float, hi: float, mean: float) -> dict:
+    """A timing as the harness writes it now: the mean beside the median that ranks."""
+    return {
+        **timing(mean, 0.9 * mean, 1.1 * mean),
+        "median_us": median,
+        "statistic": "median",
+        "rank_us": median,
+        "rank_ci95_us": [lo, hi],
+    }
+
+
+def run_with_benchmark(sub: dict, ref: dict, **summary) -> dict:
+    run = make_run()
+    case = run["evaluations"][0]["cases"][1]
+    case["timing"], case["reference_timing"] = sub, ref
+    case["speedup"] = ref["rank_us"] / sub["rank_us"]
+    run["evaluations"][0]["summary"].update(summary)
+    validate_run(run)
+    return run
+
+
+def benchmark_row(body: str) -> str:
+    (row,) = [line for line in body.splitlines() if line.startswith("| benchmark")]
+    return row
+
+
+def test_speedup_and_times_come_from_the_median_that_ranks():
+    """468.7 µs against a 440.6 µs reference is 0.94×, not '1.00×'."""
+    sub = ranked(468.7, 466.0, 471.0, mean=480.0)
+    ref = ranked(440.6, 438.0, 443.0, mean=452.0)
+    run = run_with_benchmark(sub, ref, score_us=468.7, score_ci95_us=[466.0, 471.0])
+    body = comment.render_comment(make_gate(), [comment.DeviceOutcome("CPU", run)])
+    row = benchmark_row(body)
+    assert "| 468.7 µs [466 µs, 471 µs] | 440.6 µs [438 µs, 443 µs] | 0.94× |" in row
+    assert "480" not in row and "452" not in row  # the means do not rank
+    assert "Times are medians (the statistic that ranks) with their 95% intervals" in body
+    assert "means" not in body
+
+
+def test_a_case_within_noise_of_the_reference_reads_as_a_tie():
+    # different means, medians 0.5% apart with overlapping intervals: no order to claim
+    sub = ranked(442.8, 440.0, 446.0, mean=468.7)
+    ref = ranked(440.6, 437.0, 444.0, mean=440.6)
+    run = run_with_benchmark(sub, ref, tied_with_reference=True, speedup=440.6 / 442.8)
+    body = comment.render_comment(make_gate(), [comment.DeviceOutcome("CPU", run)])
+    assert "| 1.00× (tie) |" in benchmark_row(body)
+    assert "**speedup over the reference:** 1.00× (tie)" in body
+    assert "(tie) = the two intervals overlap or differ by less than 2%" in body
+
+
+def test_records_older_than_the_median_say_they_show_means():
+    body = comment.render_comment(make_gate(), [comment.DeviceOutcome("CPU", make_run())])
+    assert "Times are means (the statistic that ranks)" in body
+
+
+def test_reference_score_is_shown_beside_the_score():
+    run = make_run(score=10.0)
+    run["evaluations"][0]["summary"]["reference_score_us"] = 20.0
+    body = comment.render_comment(make_gate(), [comment.DeviceOutcome("CPU", run)])
+    assert (
+        "10 µs [9 µs, 11 µs] · **reference:** 20 µs · **speedup over the reference:** 2.00×" in body
+    )

@@ -58,7 +58,7 @@ def test_the_comment_says_why_its_rank_is_missing():
         make_gate(), [outcome], rank_problem="unreadable result records: results/x.json: bad"
     )
     assert "**Rank:** unavailable (unreadable result records: results/x.json: bad)" in body
-    assert "**Score:**" in body  # the results are still there
+    assert "**Score** (last of the benchmark cases):" in body  # the results are still there
 
 
 def test_pr_comment_shows_an_unreadable_record_in_place_of_the_rank(repo, tmp_path, capsys):

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_kernelboard.pr import cli as pr_cli
 from pytest_kernelboard.pr.simulate import DEFAULT_FIXTURE, PullRequest, simulate
+from pytest_kernelboard.presentation import fmt_speedup, fmt_us
 
 SUBMISSIONS = DEFAULT_FIXTURE / "submissions"
 NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -59,6 +60,13 @@ def test_accepted_submission_is_evaluated_commented_recorded_and_published(tmp_p
     )
     assert record["provenance"]["pull_request"] == 1
     assert record["provenance"]["commit"] == report.head
+    # the comment shows the medians that rank and their ratio, as the record has them
+    (case,) = [c for c in record["evaluations"][0]["cases"] if c["kind"] == "benchmark"]
+    median, reference = case["timing"]["rank_us"], case["reference_timing"]["rank_us"]
+    row = next(line for line in report.comment.splitlines() if line.startswith("| benchmark"))
+    assert f"| {fmt_us(median)} [" in row and f"| {fmt_us(reference)} [" in row
+    assert fmt_speedup(reference / median) in row
+    assert "Times are medians (the statistic that ranks) with their 95% intervals" in report.comment
     assert report.site_error is None and report.site and Path(report.site).is_dir()
     # the staged submission did not end up on main
     assert not (root / "submissions" / "tiny" / "alice").exists()

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import SANDBOX_INSTALL, missing_system_tool
 
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.outside_clock import overclaimed, unaccounted
@@ -163,7 +164,9 @@ def test_a_profiler_starts_inside_the_sandbox_with_its_target(tmp_path):
     (it waits forever), so a launcher runs inside the cage: it sees its own folder, read-only,
     and writes its report where the judge reads it."""
     if (reason := sandbox.probe()) is not None:
-        pytest.skip(f"needs the worker sandbox, unavailable here: {reason}")
+        missing_system_tool(
+            f"needs the worker sandbox, unavailable here: {reason}", SANDBOX_INSTALL
+        )
     tool_dir, output_dir = tmp_path / "tool", tmp_path / "reports"
     tool_dir.mkdir()
     output_dir.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pytest_kernelboard.spec.scaffold import (
     create_leaderboard,
     template_text,
 )
+from pytest_kernelboard.spec.scaffold_readme import stale_scaffold_readme
 from pytest_kernelboard.spec.task import load_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,3 +140,113 @@ def test_packaged_utils_matches_repository_utils():
     assert template_text(UTILS_TEMPLATE) == repo_utils.read_text(encoding="utf-8"), (
         "pytest_kernelboard/spec/scaffold_template/utils.py.tmpl is out of date: copy leaderboards/utils.py"
     )
+
+
+@pytest.fixture
+def repo_with_a_leaderboard(tmp_path):
+    """A repository that already has leaderboards/utils.py and a submissions/ folder."""
+    root = tmp_path / "repo"
+    (root / "submissions" / "first" / "ann").mkdir(parents=True)
+    create_leaderboard(root, "first")
+    return root
+
+
+@pytest.mark.parametrize(
+    "subfolder", ["leaderboards", "leaderboards/first", "submissions/first/ann", "."]
+)
+def test_cli_new_from_a_subfolder_lands_at_the_repository_root(
+    repo_with_a_leaderboard, subfolder, monkeypatch, capsys
+):
+    root = repo_with_a_leaderboard
+    utils_before = (root / "leaderboards" / "utils.py").read_text()
+    monkeypatch.chdir(root / subfolder)
+    assert cli.main(["new", "x1"]) == 0
+    assert (root / "leaderboards" / "x1" / "task.yml").is_file()
+    assert not list(root.rglob("leaderboards/leaderboards"))
+    assert sorted(p.relative_to(root) for p in root.rglob("utils.py")) == [
+        Path("leaderboards/utils.py")
+    ]
+    assert (root / "leaderboards" / "utils.py").read_text() == utils_before
+    out = capsys.readouterr().out
+    check = os.path.relpath(root / "leaderboards" / "x1")  # from where it ran
+    assert "created leaderboards/x1/" in out and f"check it with `pytest {check}`" in out
+
+
+def test_cli_new_with_a_group_from_a_subfolder(repo_with_a_leaderboard, monkeypatch):
+    root = repo_with_a_leaderboard
+    monkeypatch.chdir(root / "submissions" / "first")
+    assert cli.main(["new", "x2", "--group", "pmpp"]) == 0
+    assert (root / "leaderboards" / "pmpp" / "x2" / "task.yml").is_file()
+    # a group gets its own copy of the top-level helpers (a group folder is self-contained)
+    assert (root / "leaderboards" / "pmpp" / "utils.py").read_text() == (
+        root / "leaderboards" / "utils.py"
+    ).read_text()
+
+
+def test_new_repository_without_leaderboards_uses_its_git_root(tmp_path, monkeypatch):
+    root = tmp_path / "fresh"
+    (root / ".git").mkdir(parents=True)
+    (root / "docs").mkdir()
+    monkeypatch.chdir(root / "docs")
+    assert cli.main(["new", "first"]) == 0
+    assert (root / "leaderboards" / "first" / "task.yml").is_file()
+    assert not (root / "docs" / "leaderboards").exists()
+
+
+def test_a_root_inside_leaderboards_is_refused(repo_with_a_leaderboard, capsys):
+    root = repo_with_a_leaderboard
+    nested = root / "leaderboards"
+    assert cli.main(["new", "x3", "--root", str(nested)]) == 1
+    err = capsys.readouterr().err
+    assert f"is inside {nested}" in err and f"the repository root is {root}" in err
+    assert not (nested / "leaderboards").exists()
+
+
+# -- the self-check of a scaffolded leaderboard (pytest in a subprocess: it starts workers) -----
+
+
+@pytest.fixture
+def scaffolded(pytester: pytest.Pytester) -> Path:
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    create_leaderboard(pytester.path, "mykernel")
+    return pytester.path / "leaderboards" / "mykernel"
+
+
+def test_fresh_scaffold_passes_its_own_self_check(pytester, scaffolded):
+    """README.md: `kernelboard new mykernel && pytest leaderboards/mykernel` passes."""
+    result = pytester.runpytest_subprocess("-v", "-rs", "leaderboards/mykernel")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("error", 0) == 0, result.stdout.str()
+    assert outcomes["passed"] >= 7
+    result.stdout.fnmatch_lines(["*task.yml::readme PASSED*"])
+
+
+def test_self_check_flags_the_scaffold_readme_once_the_problem_changed(pytester, scaffolded):
+    reference = scaffolded / "reference.py"
+    reference.write_text(reference.read_text().replace("torch.relu(data)", "torch.abs(data)"))
+    result = pytester.runpytest_subprocess("-v", "leaderboards/mykernel", "-k", "readme")
+    result.assert_outcomes(failed=1, deselected=result.parseoutcomes()["deselected"])
+    result.stdout.fnmatch_lines(
+        [
+            "*task.yml::readme FAILED*",
+            f"*{scaffolded / 'README.md'} still describes the example problem of `kernelboard "
+            "new`*reference.py defines another: edit README.md*",
+        ]
+    )
+
+    readme = scaffolded / "README.md"
+    readme.write_text("# mykernel\n\nAbsolute value element-wise: `out[i] = |x[i]|`.\n")
+    result = pytester.runpytest_subprocess("-v", "leaderboards/mykernel", "-k", "readme")
+    # a README of the author's own is no scaffold's: the item is not even collected
+    assert "::readme" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_stale_readme_names_each_changed_problem_file(tmp_path):
+    folder = create_leaderboard(tmp_path, "demo").folder
+    assert stale_scaffold_readme(folder) is None
+    task_yml = folder / "task.yml"
+    task_yml.write_text(task_yml.read_text().replace('ranking_by: "geom"', 'ranking_by: "last"'))
+    message = stale_scaffold_readme(folder)
+    assert message is not None and "while task.yml defines another" in message
+    assert str(folder / "README.md") in message and "Apply ReLU" in message

@@ -1,8 +1,9 @@
 """The built site in a real browser: headless Chromium (Debian's `chromium` and
 `chromium-driver`), driven through Selenium, against a local HTTP server.
 
-Screenshots land in test-artifacts/site/ (git-ignored). The test fails, not skips, when the
-browser is missing: CI installs it.
+Screenshots land in test-artifacts/site/ (git-ignored). Without the browser the tests skip,
+saying how to install it; with KERNELBOARD_REQUIRE_SYSTEM_TOOLS=1 (CI) they fail instead.
+The layout is checked at a laptop's width (1280 px) and a phone's (390 px).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import BROWSER_INSTALL, missing_system_tool
 
 from pytest_kernelboard.spec.discovery import load_catalog
 from site_generator.build import build_site
@@ -73,9 +75,10 @@ def browser():
     chromium = _find("KB_CHROMIUM", "chromium", "chromium-browser")
     driver_path = _find("KB_CHROMEDRIVER", "chromedriver")
     if not chromium or not driver_path:
-        pytest.fail(
-            "headless Chromium is needed: install the Debian packages `chromium` and "
-            "`chromium-driver` (or set KB_CHROMIUM and KB_CHROMEDRIVER)"
+        missing_system_tool(
+            "the browser test needs headless Chromium and its driver (or KB_CHROMIUM and "
+            "KB_CHROMEDRIVER naming them)",
+            BROWSER_INSTALL,
         )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
@@ -259,3 +262,113 @@ def test_site_in_browser(site, browser):
     assert console_errors(driver) == []
     screenshot(driver, "submission")
     screenshot(driver, "submission-phone", width=390, mobile=True)
+
+
+# -- layout at a laptop's width and a phone's ---------------------------------------------------
+
+WIDTHS = {"laptop": 1280, "phone": 390}
+SOFTMAX_RUN = "lb/softmax/runs/1fa5b83d397986f6621e717a723c68f7-0.html"
+
+
+@pytest.fixture
+def viewport(browser):
+    """Emulate a screen `width` CSS pixels wide (a phone below 500: mobile viewport rules)."""
+
+    def set_width(width: int) -> None:
+        browser.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 500},
+        )
+
+    yield set_width
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def page_overflow_px(driver) -> int:
+    """How far the page is wider than the screen (0: no sideways scrolling of the page)."""
+    return driver.execute_script(
+        "const e = document.documentElement; return e.scrollWidth - e.clientWidth"
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_no_page_scrolls_sideways(site, browser, viewport, width):
+    viewport(width)
+    for path in ("index.html", "lb/vecadd/index.html", "lb/softmax/index.html", SOFTMAX_RUN):
+        browser.get(site + path)
+        assert page_overflow_px(browser) <= 0, f"{path} at {width} px"
+        assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_device_tabs_have_no_vertical_scrollbar(site, browser, viewport, width):
+    viewport(width)
+    browser.get(site + "lb/vecadd/index.html#dev-A100")
+    tabs = browser.find_element("css selector", ".tabs")
+    sizes = browser.execute_script(
+        "const t = arguments[0]; return [t.scrollHeight, t.clientHeight]", tabs
+    )
+    assert sizes[0] <= sizes[1], f"the tab bar overflows vertically: {sizes}"
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_per_case_table_is_fully_reachable(site, browser, viewport, width):
+    viewport(width)
+    browser.get(site + SOFTMAX_RUN)
+    reach = browser.execute_script(
+        """
+        const table = document.querySelector("table.cases");
+        const box = table.closest(".scroll");
+        const before = box.scrollWidth - box.clientWidth;
+        box.scrollLeft = box.scrollWidth;  // as far right as a finger or a scrollbar goes
+        const cells = [...table.tHead.rows[0].cells].filter(c => c.offsetParent !== null);
+        const last = cells[cells.length - 1].getBoundingClientRect();
+        const edge = box.getBoundingClientRect();
+        return {overflow: before, scrolls: getComputedStyle(box).overflowX,
+                lastRight: last.right, boxRight: edge.right, boxLeft: edge.left,
+                screen: document.documentElement.clientWidth, columns: cells.length};
+        """
+    )
+    assert reach["boxLeft"] >= 0 and reach["boxRight"] <= reach["screen"], reach
+    assert reach["lastRight"] <= reach["boxRight"] + 1, (
+        f"the last column stays out of reach: {reach}"
+    )
+    if width >= 1280:
+        assert reach["overflow"] <= 0, f"cut off at {width} px: {reach}"  # it simply fits
+        assert reach["columns"] == 9
+    else:
+        assert reach["scrolls"] in ("auto", "scroll"), reach  # scrolls inside its own box
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_tile_text_keeps_the_characters_of_code(site, browser, viewport, width):
+    viewport(width)
+    browser.get(site + "index.html")
+    summary = browser.find_element("css selector", 'li.tile[data-leaderboard="softmax"] .summary')
+    assert "x * scale" in summary.get_attribute("textContent")
+
+
+def test_screenshot_script_photographs_three_pages_at_each_width(tmp_path):
+    """benchmarks/site_screenshots.py, which makes docs/site/*.png."""
+    import importlib.util
+    import struct
+
+    if not _find("KB_CHROMIUM", "chromium", "chromium-browser"):
+        missing_system_tool("the screenshot script needs headless Chromium", BROWSER_INSTALL)
+    spec = importlib.util.spec_from_file_location(
+        "site_screenshots", REPO / "benchmarks" / "site_screenshots.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "shots"
+    args = [str(FIXTURE), str(out), "--now", "2025-06-15T12:00:00Z", "--max-height", "600"]
+    assert script.main([*args, "--widths", "1280", "390"]) == 0
+    shots = sorted(p.name for p in out.iterdir())
+    assert shots == [
+        f"{page}-{w}.png" for page in ("index", "leaderboard", "run") for w in (1280, 390)
+    ]
+    for name in shots:
+        png = (out / name).read_bytes()
+        width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == int(name[:-4].rsplit("-", 1)[1])
+        assert 300 <= height <= 600

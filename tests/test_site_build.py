@@ -218,3 +218,70 @@ def test_cli_build(tmp_path, capsys):
     assert args.func(args) == 0
     assert "17 runs" in capsys.readouterr().out
     assert (out / "index.html").is_file() and (out / ".nojekyll").is_file()
+
+
+# -- what a first visitor reads: tile summaries, the tolerance once, the per-case table ----------
+
+
+@pytest.mark.parametrize(
+    "description, summary",
+    [
+        ("`out = x if x > 0 else slope * x`", "out = x if x > 0 else slope * x"),
+        ("out = x if x > 0 else slope * x", "out = x if x > 0 else slope * x"),
+        ("A *fast* `a_b * c`\nsecond line.\n\nNext paragraph.", "A fast a_b * c second line."),
+        ("# Title\n\nThe statement, [linked](https://x.invalid).", "The statement, linked."),
+        ("# Only a title", "Only a title"),
+        ("", ""),
+    ],
+)
+def test_tile_summary_is_the_markdown_rendered_to_text(description, summary):
+    from site_generator.build import _markdown
+    from site_generator.statement import summary_line
+
+    assert summary_line(_markdown(), description) == summary
+
+
+def test_index_tiles_keep_the_characters_of_code(site):
+    html = page(site, "index.html")
+    tile = re.search(r'data-leaderboard="softmax".*?<p class="summary">([^<]*)</p>', html, re.S)
+    assert (
+        tile.group(1)
+        == "Row-wise softmax of a float32 matrix of shape (rows, cols), of the scaled input x * scale."
+    )
+
+
+def test_the_tolerance_is_shown_once(site, tmp_path):
+    # the statement says it: task.yml's tolerance note is not repeated
+    assert page(site, "lb/vecadd/index.html").lower().count("tolerance") == 1
+    # the repository's own vectoradd, the page the problem was seen on
+    repo = Path(__file__).resolve().parents[1]
+    build_site(repo, tmp_path / "repo-site", now=NOW, workers=1)
+    html = (tmp_path / "repo-site" / "lb" / "vectoradd" / "index.html").read_text()
+    assert html.lower().count("tolerance") == 1
+    # a statement without one still shows the note
+    html = (tmp_path / "repo-site" / "lb" / "histogram" / "index.html").read_text()
+    assert '<p class="muted tolerance">Tolerance: exact (int32 counts)</p>' in html
+
+
+def test_case_table_shows_what_ranks(tmp_path):
+    """The run page's per-case times are the medians that rank, with the reference's and their
+    ratio, as in the pull-request comment."""
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE, root)
+    (record,) = (root / "results" / "softmax" / "H100").glob("*-bob-*.json")
+    doc = json.loads(record.read_text())
+    case = next(c for c in doc["evaluations"][0]["cases"] if c["kind"] == "benchmark")
+    case["timing"].update(statistic="median", rank_us=468.7, rank_ci95_us=[466.0, 471.0])
+    case["reference_timing"].update(statistic="median", rank_us=440.6, rank_ci95_us=[438.0, 443.0])
+    record.write_text(json.dumps(doc))
+    build_site(root, tmp_path / "out", now=NOW)
+    html = (tmp_path / "out" / "lb" / "softmax" / "runs" / f"{doc['run_id']}-0.html").read_text()
+    row = re.search(
+        r'<tr class="case-passed"><td class="case"[^>]*><span[^>]*>benchmark.*?</tr>', html
+    )
+    cells = re.sub(r"<[^>]+>", "|", row.group(0))
+    assert "468.7 µs|466 µs – 471 µs" in cells and "440.6 µs|438 µs – 443 µs" in cells
+    assert "|0.94×|" in cells
+    assert "Times are medians (the statistic that ranks)" in html

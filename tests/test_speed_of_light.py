@@ -97,7 +97,8 @@ def test_site_case_table_has_a_column(tmp_path):
     )
     doc = json.loads(record.read_text())
     benchmarks = [c for c in doc["evaluations"][0]["cases"] if c["kind"] == "benchmark"]
-    benchmarks[0]["timing"]["floor_us"] = benchmarks[0]["timing"]["mean_us"] * 0.42
+    # the floor over the statistic that ranks (the median)
+    benchmarks[0]["timing"]["floor_us"] = benchmarks[0]["timing"]["rank_us"] * 0.42
     benchmarks[1]["timing"]["speed_of_light"] = 0.031
     record.write_text(json.dumps(doc))
     out = tmp_path / "_site"

@@ -347,7 +347,9 @@ def register(import_subparsers: Any) -> argparse.ArgumentParser:
         "kernelbench", help="turn KernelBench problem files into leaderboards"
     )
     parser.add_argument("path", type=Path, help="folder holding level1/, level2/, ...")
-    parser.add_argument("--level", type=int, required=True)
+    parser.add_argument(
+        "--level", type=int, required=True, help="KernelBench level to import (reads PATH/levelN/)"
+    )
     parser.add_argument(
         "--problems", nargs="+", metavar="STEM|N", help="file stems or numbers (default: all)"
     )

@@ -1,8 +1,8 @@
 """`pytest leaderboards/`: every leaderboard proves itself before anyone submits to it.
 
-Items: the task loads and its name is unique; the reference passes its own check on every
-case; each template imports; every solutions/correct/ file passes and every
-solutions/wrong/ file fails.
+Items: the task loads and its name is unique; a README made by `kernelboard new` describes
+the problem the leaderboard now has; the reference passes its own check on every case; each
+template imports; every solutions/correct/ file passes and every solutions/wrong/ file fails.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..judge.evalpy import EvalPyJudge, is_evalpy_task
 from ..judge.reference_loader import LeaderboardError
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases
 from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
+from ..spec.scaffold_readme import readme_from_scaffold, stale_scaffold_readme
 from ..spec.task import TaskError, TaskSpec
 from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind
@@ -73,6 +74,8 @@ class LeaderboardSelfCheck:
 
     def items(self) -> Iterator[pytest.Function]:
         yield self._item("task", self.check_task)
+        if readme_from_scaffold(self.task.root):  # only scaffolded folders carry this item
+            yield self._item("readme", self.check_readme)
         for case in task_cases(self.task):
             yield self._item(
                 f"reference[{case.kind}:{case.id}]", lambda case=case: self.check_reference(case)
@@ -111,6 +114,11 @@ class LeaderboardSelfCheck:
                 f"{self.task.path}: leaderboard name {self.task.name!r} is not unique",
                 pytrace=False,
             )
+
+    def check_readme(self) -> None:
+        problem = stale_scaffold_readme(self.task.root)
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
 
     def check_reference(self, case: Case) -> None:
         self._skip_unsupported()

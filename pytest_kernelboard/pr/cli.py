@@ -289,6 +289,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- parser
 
+ROOT_HELP = "trusted checkout of the base branch (default: .)"
+GATE_HELP = "the verdict `pr gate --out` wrote (gate.json)"
+GITHUB_OUTPUT_HELP = "append job outputs here ($GITHUB_OUTPUT)"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("pr", help="pull-request pipeline: gate, evaluate, comment")
@@ -309,11 +313,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--recent-from-github", action="store_true", help="count them with the API")
     p.add_argument("--exclude-run-id", type=int, help="the current run (not counted)")
-    p.add_argument("--max-per-hour", type=int, default=gate_mod.DEFAULT_MAX_PER_HOUR)
-    p.add_argument("--max-bytes", type=int, default=gate_mod.DEFAULT_MAX_BYTES)
+    p.add_argument(
+        "--max-per-hour",
+        type=int,
+        default=gate_mod.DEFAULT_MAX_PER_HOUR,
+        help="evaluations one author may start per hour "
+        f"(default: {gate_mod.DEFAULT_MAX_PER_HOUR})",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=gate_mod.DEFAULT_MAX_BYTES,
+        help=f"largest submission file accepted, in bytes (default: {gate_mod.DEFAULT_MAX_BYTES})",
+    )
     p.add_argument("--now", help="the time to judge deadlines at (ISO 8601; default: now)")
-    p.add_argument("--out", default="gate.json")
-    p.add_argument("--github-output", help="append job outputs here ($GITHUB_OUTPUT)")
+    p.add_argument(
+        "--out", default="gate.json", help="write the gate's verdict here (default: gate.json)"
+    )
+    p.add_argument("--github-output", help=GITHUB_OUTPUT_HELP)
     p.add_argument("--strict", action="store_true", help="exit 2 when rejected")
     p.set_defaults(func=cmd_gate)
 
@@ -323,8 +340,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sha256", required=True, help="its sha256 as the gate computed it")
     p.add_argument("--source", required=True, help="checkout of the pull request's head")
     p.add_argument("--source-cleanup", action="store_true", help="delete --source afterwards")
-    p.add_argument("--mode", default="leaderboard", choices=["leaderboard", "test"])
-    p.add_argument("--out", default="run.json")
+    p.add_argument(
+        "--mode",
+        default="leaderboard",
+        choices=["leaderboard", "test"],
+        help="leaderboard: tests, then timed benchmarks (default); test: correctness only",
+    )
+    p.add_argument(
+        "--out", default="run.json", help="write the results document here (default: run.json)"
+    )
     p.add_argument("--summary", help="append the device table here ($GITHUB_STEP_SUMMARY)")
     p.add_argument(
         "--allow-unsandboxed",
@@ -334,57 +358,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("summary", help="markdown tables of results documents")
-    p.add_argument("runs", nargs="+")
+    p.add_argument("runs", nargs="+", help="results documents (RUN.json), one table each")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("context", help="trusted pull request and commit of a workflow_run event")
     p.add_argument("--event", required=True, help="the event payload ($GITHUB_EVENT_PATH)")
     p.add_argument("--repository", required=True, help="owner/name ($GITHUB_REPOSITORY)")
-    p.add_argument("--github-output")
+    p.add_argument("--github-output", help=GITHUB_OUTPUT_HELP)
     p.set_defaults(func=cmd_context)
 
     p = sub.add_parser("fetch", help="fetch a pull request's commit as data")
-    p.add_argument("--root", default=".")
-    p.add_argument("--pr", type=int, required=True)
-    p.add_argument("--sha", required=True)
+    p.add_argument("--root", default=".", help=ROOT_HELP)
+    p.add_argument("--pr", type=int, required=True, help="pull request number")
+    p.add_argument("--sha", required=True, help="the head commit to fetch (nothing is checked out)")
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("verify", help="validate downloaded results documents against the gate")
-    p.add_argument("--gate", required=True)
+    p.add_argument("--gate", required=True, help=GATE_HELP)
     p.add_argument("--runs", required=True, help="folder the run artifacts were downloaded to")
-    p.add_argument("--out", default="verified")
+    p.add_argument(
+        "--out", default="verified", help="folder for the verified runs (default: verified)"
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("comment", help="render (and post) the pull request comment and statuses")
-    p.add_argument("--root", default=".")
-    p.add_argument("--gate", required=True)
+    p.add_argument("--root", default=".", help=ROOT_HELP)
+    p.add_argument("--gate", required=True, help=GATE_HELP)
     p.add_argument("--verified", help="output folder of `pr verify`")
-    p.add_argument("--pr", type=int)
-    p.add_argument("--sha")
-    p.add_argument("--run-url")
+    p.add_argument("--pr", type=int, help="pull request to comment on (with --post)")
+    p.add_argument("--sha", help="commit to set the per-device statuses on (with --post)")
+    p.add_argument("--run-url", help="link to the workflow run, shown in the comment")
     p.add_argument(
         "--post", action="store_true", help="post to GitHub (GITHUB_TOKEN, GITHUB_REPOSITORY)"
     )
     p.add_argument("--out", help="also write the body here")
     p.add_argument("--summary", help="append the body here ($GITHUB_STEP_SUMMARY)")
-    p.add_argument("--github-output")
+    p.add_argument("--github-output", help=GITHUB_OUTPUT_HELP)
     p.set_defaults(func=cmd_comment)
 
     p = sub.add_parser("record", help="file verified runs with `results add` and commit them")
-    p.add_argument("--root", default=".")
-    p.add_argument("--verified", required=True)
-    p.add_argument("--pr", type=int, required=True)
-    p.add_argument("--commit", required=True)
-    p.add_argument("--repository")
-    p.add_argument("--url")
-    p.add_argument("--push", action="store_true")
-    p.add_argument("--branch", default="main")
-    p.add_argument("--github-output")
+    p.add_argument("--root", default=".", help=ROOT_HELP)
+    p.add_argument("--verified", required=True, help="output folder of `pr verify`")
+    p.add_argument("--pr", type=int, required=True, help="pull request number (provenance)")
+    p.add_argument("--commit", required=True, help="the commit that was evaluated (provenance)")
+    p.add_argument("--repository", help="owner/name of the repository (provenance)")
+    p.add_argument("--url", help="link to the pull request (provenance)")
+    p.add_argument("--push", action="store_true", help="push the results commit (GITHUB_TOKEN)")
+    p.add_argument("--branch", default="main", help="branch to push to (default: main)")
+    p.add_argument("--github-output", help=GITHUB_OUTPUT_HELP)
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("cleanup", help="remove leftovers inside the workspace")
-    p.add_argument("--root", default=".")
-    p.add_argument("paths", nargs="+")
+    p.add_argument("--root", default=".", help="the workspace; nothing outside it is removed")
+    p.add_argument("paths", nargs="+", help="files or folders to remove")
     p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("simulate", help="replay the whole flow locally in a temporary repository")
@@ -395,11 +421,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--leaderboard", default="tiny", help="leaderboard to submit to")
     p.add_argument("--author", default="alice", help="pull request author")
     p.add_argument("--folder-author", help="author folder (default: --author)")
-    p.add_argument("--association", default="CONTRIBUTOR")
+    p.add_argument(
+        "--association",
+        default="CONTRIBUTOR",
+        help="the author's author_association (default: CONTRIBUTOR; "
+        f"{'/'.join(sorted(gate_mod.MAINTAINER_ASSOCIATIONS))} count as maintainers)",
+    )
     p.add_argument("--also-touch", action="append", default=[], help="extra path the PR edits")
     p.add_argument("--now", help="time of the pull request (ISO 8601)")
-    p.add_argument("--mode", default="leaderboard", choices=["leaderboard", "test"])
+    p.add_argument(
+        "--mode",
+        default="leaderboard",
+        choices=["leaderboard", "test"],
+        help="leaderboard: tests, then timed benchmarks (default); test: correctness only",
+    )
     p.add_argument("--workdir", help="keep the temporary repository here")
-    p.add_argument("--pr", type=int, default=1)
+    p.add_argument("--pr", type=int, default=1, help="pull request number (default: 1)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=cmd_simulate)

@@ -11,7 +11,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..presentation import fmt_speed_of_light, fmt_speedup, fmt_us, fmt_with_interval
+from ..presentation import (
+    TIE,
+    case_speedup,
+    fmt_ranked_time,
+    fmt_speed_of_light,
+    fmt_speedup,
+    fmt_us,
+    fmt_with_interval,
+    times_note,
+)
+from ..stats.scoring import TIE_TOLERANCE
 from ..stats.speed_of_light import speed_of_light
 from .gate import GateResult
 
@@ -130,19 +140,20 @@ def rank_line(run: dict[str, Any], task: Any, records: Iterable[Any]) -> str:
 
 
 def case_table(evaluation: dict[str, Any]) -> list[str]:
+    """One row per case: its time and the reference's, each the statistic that ranks (the
+    median) with its interval, and the speedup of those two (presentation.case_speedup)."""
     lines = [
-        "| case | status | time [95% CI] | reference | speedup | of peak bandwidth |",
+        "| case | status | time [95% CI] | reference [95% CI] | speedup | of peak bandwidth |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for case in evaluation.get("cases", []):
         timing = case.get("timing") or {}
-        ref = case.get("reference_timing") or {}
         status = case.get("status", "?")
-        time = fmt_with_interval(timing.get("mean_us"), timing.get("ci95_us")) if timing else "—"
         lines.append(
             f"| {cell(case.get('kind', ''))} {cell(case.get('id', ''))} "
-            f"| {ICONS.get(status, '')} {cell(status)} | {time} "
-            f"| {fmt_us(ref.get('mean_us')) if ref else '—'} | {fmt_speedup(case.get('speedup'))} "
+            f"| {ICONS.get(status, '')} {cell(status)} | {fmt_ranked_time(timing)} "
+            f"| {fmt_ranked_time(case.get('reference_timing'))} "
+            f"| {fmt_speedup(*case_speedup(case))} "
             f"| {fmt_speed_of_light(speed_of_light(timing))} |"
         )
     return lines
@@ -189,9 +200,13 @@ def device_section(
     lines.append("")
     if summary.get("score_us") is not None:
         score = fmt_with_interval(summary["score_us"], summary.get("score_ci95_us"))
+        ranking_by = (ev.get("leaderboard") or {}).get("ranking_by", "?")
+        line = f"**Score** ({cell(ranking_by)} of the benchmark cases): {score}"
+        if summary.get("reference_score_us") is not None:
+            line += f" · **reference:** {fmt_us(summary['reference_score_us'])}"
         # The one speedup of a run: the reference's score over this score (see summary.py).
-        speed = fmt_speedup(summary.get("speedup"))
-        lines.append(f"**Score:** {score} · **speedup over the reference:** {speed}")
+        speed = fmt_speedup(summary.get("speedup"), summary.get("tied_with_reference"))
+        lines.append(f"{line} · **speedup over the reference:** {speed}")
         lines.append("")
     if rank_problem is not None and outcome.run is not None:
         lines.append(f"**Rank:** unavailable ({cell(rank_problem, 500)})")
@@ -256,11 +271,30 @@ def render_comment(
     notes = []
     if run_url:
         notes.append(f"[Workflow run]({run_url})")
-    if outcomes:
-        notes.append("times are means with their 95% intervals")
+    notes += footer_notes(outcomes)
     if notes:
         lines.append(" · ".join(notes) + ".")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def footer_notes(outcomes: Sequence[DeviceOutcome]) -> list[str]:
+    """What the numbers are: the statistic shown (what ranks), and how a speedup and a tie read."""
+    timings = [
+        case.get(key)
+        for outcome in outcomes
+        if outcome.evaluation
+        for case in outcome.evaluation.get("cases", [])
+        for key in ("timing", "reference_timing")
+    ]
+    statistic = times_note(timings)
+    if not statistic:
+        return []
+    return [
+        f"Times are {statistic} (the statistic that ranks) with their 95% intervals",
+        "speedup = the reference's time ÷ the submission's",
+        f"({TIE}) = the two intervals overlap or differ by less than {TIE_TOLERANCE:.0%}: "
+        "the data cannot order them",
+    ]
 
 
 def render_summary(outcomes: Sequence[DeviceOutcome], tasks=None, records=None) -> str:
@@ -271,6 +305,9 @@ def render_summary(outcomes: Sequence[DeviceOutcome], tasks=None, records=None) 
         if tasks and outcome.evaluation:
             task = tasks.get(outcome.evaluation["leaderboard"]["name"])
         lines += device_section(outcome, task, records)
+    notes = footer_notes(outcomes)
+    if notes:
+        lines.append(" · ".join(notes) + ".")
     return "\n".join(lines).rstrip() + "\n"
 
 

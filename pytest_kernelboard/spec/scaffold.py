@@ -1,8 +1,9 @@
 """`kernelboard new`: create a leaderboard folder that passes its own self-check.
 
-    kernelboard new <name> [--group G] [--root .]
+    kernelboard new <name> [--group G] [--root DIR]
 
-creates ``leaderboards/<name>/`` (or ``leaderboards/<G>/<name>/``) holding task.yml,
+creates ``leaderboards/<name>/`` (or ``leaderboards/<G>/<name>/``) at the repository root,
+whichever folder inside the repository it runs from (`repository_root`), holding task.yml,
 task.py, reference.py, README.md, template.py, solutions/correct/submission.py and
 solutions/wrong/submission.py: a small working problem (element-wise ReLU) to replace with
 your own. The reference passes its own check, the correct solution passes every test case
@@ -19,6 +20,7 @@ copy packaged with kernelboard is used. An existing utils.py is never overwritte
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -27,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import KernelboardError
-from .discovery import LEADERBOARDS_DIR, task_files
+from .discovery import LEADERBOARDS_DIR, find_repo_root, task_files
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 UTILS_NAME = "utils.py"
@@ -72,8 +74,32 @@ def check_slug(value: str, what: str) -> str:
     return value
 
 
-def _render(text: str, name: str) -> str:
+def render(text: str, name: str) -> str:
+    """A template's text for the leaderboard `name`."""
     return text.replace("__NAME__", name).replace("__UTILS_SOURCE__", UTILS_SOURCE)
+
+
+def repository_root(start: Path) -> Path:
+    """The repository `start` is in: the nearest folder at or above it holding leaderboards/,
+    else (a repository without leaderboards yet) the nearest holding .git, else `start`."""
+    start = start.resolve()
+    found = find_repo_root(start)
+    if found is not None:
+        return found
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+def _check_not_nested(root: Path) -> None:
+    """Refuse a root inside another repository's leaderboards/ (a leaderboards/leaderboards/)."""
+    outer = find_repo_root(root.resolve().parent)
+    if outer is not None and root.resolve().is_relative_to(outer / LEADERBOARDS_DIR):
+        raise ScaffoldError(
+            f"{root} is inside {outer / LEADERBOARDS_DIR}; the repository root is {outer} "
+            "(leave out --root to use it)"
+        )
 
 
 def create_leaderboard(root: Path | str, name: str, group: str | None = None) -> Scaffolded:
@@ -81,6 +107,7 @@ def create_leaderboard(root: Path | str, name: str, group: str | None = None) ->
     check_slug(name, "leaderboard name")
     if group is not None:
         check_slug(group, "group name")
+    _check_not_nested(Path(root))
     leaderboards = Path(root) / LEADERBOARDS_DIR
     parent = leaderboards / group if group else leaderboards
     folder = parent / name
@@ -101,7 +128,7 @@ def create_leaderboard(root: Path | str, name: str, group: str | None = None) ->
     for template, relative in TEMPLATE_FILES.items():
         target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render(template_text(template), name), encoding="utf-8")
+        target.write_text(render(template_text(template), name), encoding="utf-8")
         result.files.append(target)
 
     utils = parent / UTILS_NAME
@@ -116,14 +143,15 @@ def create_leaderboard(root: Path | str, name: str, group: str | None = None) ->
 
 
 def _run_new(args: argparse.Namespace) -> int:
+    root = Path(args.root) if args.root else repository_root(Path.cwd())
     try:
-        made = create_leaderboard(Path(args.root), args.name, args.group)
+        made = create_leaderboard(root, args.name, args.group)
     except (ScaffoldError, OSError) as exc:
         print(f"kernelboard new: error: {exc}", file=sys.stderr)
         return 1
-    root = Path(args.root)
     shown = made.folder.relative_to(root) if made.folder.is_relative_to(root) else made.folder
-    print(f"created {shown}/")
+    where = "" if root.resolve() == Path.cwd().resolve() else f" in {root}"
+    print(f"created {shown}/{where}")
     for path in made.files:
         print(f"  {path.relative_to(made.folder)}")
     if made.utils_created is not None:
@@ -131,9 +159,9 @@ def _run_new(args: argparse.Namespace) -> int:
         utils = utils.relative_to(root) if utils.is_relative_to(root) else utils
         print(f"created {utils} (shared helpers, referenced as {UTILS_SOURCE})")
     print(
-        "next: replace the example problem in task.yml, reference.py, task.py, template.py and\n"
-        "the solutions; participants then submit submissions/"
-        f"{args.name}/<author>/submission.py"
+        "next: replace the example problem in task.yml, reference.py, task.py, template.py,\n"
+        f"README.md and the solutions, and check it with `pytest {os.path.relpath(made.folder)}`;"
+        f"\nparticipants then submit submissions/{args.name}/<author>/submission.py"
     )
     return 0
 
@@ -151,6 +179,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--group", default=None, help="create it inside leaderboards/<GROUP>/")
     parser.add_argument(
-        "--root", default=".", help="repository root holding leaderboards/ (default: .)"
+        "--root",
+        default=None,
+        help="repository root holding leaderboards/ (default: the repository of the current "
+        "folder, from any folder inside it)",
     )
     parser.set_defaults(func=_run_new)
