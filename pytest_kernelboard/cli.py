@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "pytest_kernelboard.results.store",  # kernelboard results
     "pytest_kernelboard.pr.runner_labels",  # kernelboard runner-labels
     "site_generator.cli",  # kernelboard site
+    "pytest_kernelboard.service.cli",  # kernelboard serve
 ]
 
 
