@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def load_example(name: str) -> ModuleType:
-    """An example file loaded by path, the way verl loads a custom reward function."""
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from service_helpers import load_example
 
 reward_module = load_example("kernelboard_reward")
 

@@ -327,7 +327,9 @@ class RayJudges:
         if dead is not None:
             self._drop(dead, f"died: {_first_line(exc)}")
         self._grow()  # a replacement where the cluster still has room
-        self._await_started(START_TIMEOUT_S, every=False)
+        self._await_started(0.0, every=True)
+        if not any(member.started for member in self._members):
+            self._await_started(START_TIMEOUT_S, every=False)
         alive = [member for member in self._members if member.started]
         if not alive:
             raise RayJudgesError(

@@ -9,6 +9,6 @@ loses no verdict. `docs/agents.md` ("The reward service") is the user's guide.
 - `store.py`: the state folder: jobs and their records, appended and fsync'd
 - `runner.py`: the queue, its limit, and the thread that feeds the judge
 - `judges.py`: which judge runs the jobs: this host's batch judge or Ray's
-- `app.py`: the HTTP routes (aiohttp) and the bearer-token check
-- `cli.py`: `kernelboard serve`
+- `app.py`: the HTTP routes (aiohttp); `auth.py` the bearer token; `responses.py` JSON answers
+- `cli.py`: `kernelboard serve`'s options; `server.py`: its start-up checks, then listening
 """
