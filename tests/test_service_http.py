@@ -26,10 +26,12 @@ def serve(
     *,
     token: str | None = None,
     max_queued: int = 100,
+    max_body_bytes: int = 1 << 20,
 ) -> None:
     async def main() -> None:
         runner = JobRunner(JobStore(state), judge, max_queued=max_queued)
-        async with TestClient(TestServer(create_app(runner, token=token))) as client:
+        app = create_app(runner, token=token, max_body_bytes=max_body_bytes)
+        async with TestClient(TestServer(app)) as client:
             await body(client)
         runner.store.close()
 
@@ -129,6 +131,18 @@ def test_bodies_that_are_not_json_or_name_no_leaderboard(tmp_path: Path) -> None
         assert (await client.delete("/v1/health")).status == 405
 
     serve(tmp_path / "state", FakeJudge(), body)
+
+
+def test_a_body_over_the_limit_answers_413(tmp_path: Path) -> None:
+    async def body(client: TestClient) -> None:
+        answer = await client.post("/v1/jobs", json=job("x" * 5000))
+        assert answer.status == 413
+        assert (await answer.json()) == {
+            "error": "body: over this server's 4096 bytes",
+            "field": "body",
+        }
+
+    serve(tmp_path / "state", FakeJudge(), body, max_body_bytes=4096)
 
 
 def test_a_full_queue_answers_429_with_retry_after(tmp_path: Path) -> None:

@@ -25,15 +25,19 @@ from .runner import JobRunner, QueueFull
 MAX_WAIT_S = 600.0  # one long poll; a client polls again for longer
 MAX_BODY_BYTES = 64 << 20  # about 60 candidates of the largest source a job may hold
 RUNNER = web.AppKey("runner", JobRunner)
+BODY_LIMIT = web.AppKey("body_limit", int)
 
 
-def create_app(runner: JobRunner, *, token: str | None = None) -> web.Application:
+def create_app(
+    runner: JobRunner, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES
+) -> web.Application:
     """The application; it starts the runner (resuming the state folder) and stops it."""
     middlewares = [_explained_errors]
     if token is not None:
         middlewares.append(bearer_middleware(token))
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
     app[RUNNER] = runner
+    app[BODY_LIMIT] = max_body_bytes
     app.router.add_post("/v1/jobs", post_job)
     app.router.add_get("/v1/jobs/{job}", get_job)
     app.router.add_get("/v1/health", health)
@@ -102,6 +106,9 @@ async def _explained_errors(request: web.Request, handler: Handler) -> web.Strea
     unforeseen answer JSON like every other error."""
     try:
         return await handler(request)
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[BODY_LIMIT]
+        return error_response(413, f"body: over this server's {limit} bytes", field="body")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -30,6 +30,7 @@ class ServeRefused(KernelboardError, RuntimeError):
 
 def serve(args: argparse.Namespace) -> int:
     state = args.state
+    store = None
     try:
         sandbox_line = require_sandbox(args.no_sandbox)
         token = read_token(args.token_file) if args.token_file else None
@@ -51,6 +52,10 @@ def serve(args: argparse.Namespace) -> int:
         judge: Judge = RayJudge(root, args.ray) if args.ray else LocalJudge(root)
     except (KernelboardError, sandbox.SandboxUnavailable) as exc:
         print(f"kernelboard serve: {exc}", file=sys.stderr)
+        if store is not None:
+            store.close()
+        if state is not None and args.state is None:
+            shutil.rmtree(state, ignore_errors=True)
         return 2
     runner = JobRunner(
         store, judge, max_queued=args.max_queue, keep_done_s=args.keep_days * 86400.0
@@ -63,6 +68,9 @@ def serve(args: argparse.Namespace) -> int:
         print(
             f"kernelboard serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr
         )
+        return 2
+    except KernelboardError as exc:  # the state folder does not read back
+        print(f"kernelboard serve: {exc}", file=sys.stderr)
         return 2
     finally:
         judge.close()
