@@ -5,3 +5,13 @@ __version__ = "0.1.0"
 # changes: filed reference runs of another method then stop being reused (results/reference_runs.py).
 # 2: the stream held by a blocking kernel, the median ranks, every timed call verified.
 TIMING_METHOD = 2
+
+
+def __getattr__(name: str):
+    """`pytest_kernelboard.judge_many`: the batch judge, imported only when asked for (the
+    plugin loads this package in every pytest run)."""
+    if name == "judge_many":
+        from .batch import judge_many
+
+        return judge_many
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

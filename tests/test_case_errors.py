@@ -20,26 +20,73 @@ def repo(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
-def test_a_raising_checker_yields_error_cases(pytester, repo):
+def _patch_reference(repo: Path, old: str, new: str) -> None:
     reference = repo / "leaderboards/addone/reference.py"
-    text = reference.read_text().replace(
-        "def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:\n",
-        "def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:\n"
-        "    raise ValueError('checker exploded')\n",
-    )
-    assert "checker exploded" in text
-    reference.write_text(text)
+    text = reference.read_text()
+    assert old in text
+    reference.write_text(text.replace(old, new))
+
+
+CHECK = "def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:\n"
+
+
+def test_a_checker_that_cannot_run_leaves_its_cases_not_run_for_everyone(pytester, repo):
+    """The leaderboard's own check raising on the reference's output too is the leaderboard's
+    failure: each case is recorded as not run, naming the reference's file and line, and the
+    submission is not failed for it."""
+    _patch_reference(repo, CHECK, CHECK + "    raise ValueError('checker exploded')\n")
     result = pytester.runpytest_subprocess(
         "--kb-results", "out.json", "submissions/addone/alice/submission.py"
     )
-    result.assert_outcomes(failed=2, deselected=1)
+    result.assert_outcomes(skipped=2, deselected=1)
     doc = json.loads((repo / "out.json").read_text())
     validate_run(doc)
     (evaluation,) = doc["evaluations"]
     cases = evaluation["cases"]
-    assert [c["kind"] for c in cases] == ["test", "test"]
-    assert [c["status"] for c in cases] == ["error", "error"]
-    # The traceback's last line names the exception; the judge raised, not the submission.
-    assert all(c["message"].endswith("ValueError: checker exploded") for c in cases)
-    assert evaluation["summary"]["status"] == "failed"
-    assert evaluation["summary"]["tests_passed"] == 0
+    assert [c["status"] for c in cases] == ["not_run", "not_run"]
+    for case in cases:
+        assert "the leaderboard's reference cannot run this case" in case["message"]
+        assert "check_implementation raised ValueError: checker exploded" in case["message"]
+        # Where, in the leaderboard's own file: its line, not the harness's frames.
+        assert "leaderboards/addone/reference.py:" in case["message"]
+        assert "raise ValueError('checker exploded')" in case["message"]
+        assert "pytest_kernelboard" not in case["message"]
+    assert evaluation["summary"]["status"] == "skipped"
+
+
+def test_a_reference_out_of_memory_on_one_case_is_that_cases_not_run(pytester, repo):
+    """A reference that runs out of memory on one case: that case is not run (the reference
+    named as the reason), and the submission passes the others."""
+    _patch_reference(
+        repo,
+        "def ref_kernel(data: input_t) -> output_t:\n",
+        "def ref_kernel(data: input_t) -> output_t:\n"
+        "    if data[0].numel() == 64:\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 40.00 GiB')\n",
+    )
+    result = pytester.runpytest_subprocess(
+        "--kb-results", "out.json", "submissions/addone/alice/submission.py"
+    )
+    result.assert_outcomes(passed=1, skipped=1, deselected=1)
+    (evaluation,) = json.loads((repo / "out.json").read_text())["evaluations"]
+    small, large = evaluation["cases"]
+    assert small["status"] == "passed"
+    assert large["status"] == "not_run"
+    assert "ref_kernel raised torch.OutOfMemoryError" in large["message"]
+    assert evaluation["summary"]["status"] == "passed"
+
+
+def test_a_check_only_this_output_breaks_fails_the_submission(pytester, repo):
+    """check_implementation raising on a malformed output (but not on the reference's own) is
+    the submission's failure, and says so."""
+    submission = repo / "submissions/addone/alice/submission.py"
+    submission.write_text("def custom_kernel(data):\n    return [1, 2, 3]\n")
+    result = pytester.runpytest_subprocess(
+        "--kb-results", "out.json", "submissions/addone/alice/submission.py"
+    )
+    result.assert_outcomes(failed=2, deselected=1)
+    (evaluation,) = json.loads((repo / "out.json").read_text())["evaluations"]
+    for case in evaluation["cases"]:
+        assert case["status"] == "failed"
+        assert "could not compare this output" in case["message"]
+        assert "AttributeError" in case["message"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..spec.cases import Case
+from ..spec.cases import TEST, Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
@@ -24,6 +24,7 @@ from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind, Op, needs_cuda
 from . import outside_clock
 from .builds import build_budget_failure, compile_timeout
+from .diagnosis import diagnose
 from .measure import (
     CaseTimer,
     Measurement,
@@ -31,17 +32,39 @@ from .measure import (
     TimingPlan,
     VerificationFailure,
 )
+from .mutation import written_leaves
 from .profiling import CaseProfiler, ProfileError
-from .reference_loader import LeaderboardModules
+from .reference_loader import LeaderboardError, LeaderboardModules
 from .staging import module_name, stage
 
 STARTUP_TIMEOUT_S = 120.0
-EARLIER_TIMEOUT = "skipped: an earlier case timed out"
+EARLIER_TIMEOUT = "not run: an earlier case timed out"
 PROFILER_EXIT_GRACE_S = 120.0
 
 
 class Skip(Exception):
     """The case cannot run on this machine (the message says why)."""
+
+
+class ReferenceCannotRun(Exception):
+    """The leaderboard's own code cannot run this case (its generate_input, ref_kernel or
+    check_implementation raised on the reference's own output): the case is not run."""
+
+    def __init__(self, error: LeaderboardError):
+        self.error = error
+        super().__init__(f"not run: the leaderboard's reference cannot run this case: {error}")
+
+
+class OutputUncheckable(Exception):
+    """check_implementation raised on this submission's output but not on the reference's:
+    the output is not what the leaderboard expects (a wrong type, shape or structure)."""
+
+    def __init__(self, error: LeaderboardError):
+        self.error = error
+        super().__init__(
+            f"the leaderboard's check could not compare this output (the reference's own output "
+            f"passes it): {error}"
+        )
 
 
 @dataclass
@@ -59,6 +82,10 @@ class CaseOutcome:
     # recorded: it is for decisions, the message is for people.
     error_kind: ErrorKind | None = None
     missing_module: str | None = None  # with ErrorKind.MISSING_MODULE: the import that failed
+    exception: str | None = None  # the class name of what raised in the worker, where known
+    during_import: bool = False  # the failure is the submission's import (the same every case)
+    after_timeout: bool = False  # not run because an earlier case timed out
+    timed_out_after_s: float | None = None  # a case request's deadline that passed
 
     @property
     def passed(self) -> bool:
@@ -70,9 +97,9 @@ def generate_input(modules: LeaderboardModules, case: Case, call_index: int = 0)
     seed_everything(case.call_seed(call_index))
     try:
         return modules.generate_input(case.arguments(call_index))
-    except Exception as exc:
-        if needs_cuda(str(exc)):
-            raise Skip(f"needs CUDA: the reference's generate_input says: {exc}") from None
+    except LeaderboardError as exc:
+        if needs_cuda(str(exc.original)):
+            raise Skip(f"needs CUDA: the reference's generate_input says: {exc.original}") from None
         raise
 
 
@@ -136,10 +163,19 @@ class SubmissionJudge:
         except WorkerFailure as failure:
             worker.kill()
             # Import errors are deterministic: report the same failure for every case.
+            failure.during_import = True
             self._load_failure = failure
             raise
         self._worker = worker
         return worker
+
+    def preload(self) -> None:
+        """Start the worker and import the submission now; a failure is kept and reported by
+        the first case, as it would have been."""
+        try:
+            self.worker()
+        except WorkerFailure:
+            pass
 
     def close(self, grace_s: float = 5.0) -> None:
         """Ask the worker to exit, killing it after grace_s (a profiler needs time to write)."""
@@ -158,7 +194,7 @@ class SubmissionJudge:
         """Run one case's judging: what went wrong becomes its status; the duration is stamped."""
         started = time.perf_counter()
         if self._timed_out:  # a hanging submission costs one timeout, not one per case
-            return CaseOutcome("failed", EARLIER_TIMEOUT)
+            return CaseOutcome("not_run", EARLIER_TIMEOUT, after_timeout=True)
         try:
             outcome = judge()
         except Skip as skip:
@@ -169,7 +205,11 @@ class SubmissionJudge:
             outcome = CaseOutcome("error", f"profiling failed: {exc}")
         except WorkerFailure as failure:
             outcome = self._failure_outcome(failure)
-        except Exception as exc:  # the leaderboard's own code (e.g. check_implementation) raised
+        except ReferenceCannotRun as exc:  # the same for every submission: not theirs to fail
+            outcome = CaseOutcome("not_run", str(exc))
+        except OutputUncheckable as exc:
+            outcome = CaseOutcome("failed", str(exc))
+        except Exception as exc:  # the harness itself raised
             # The case must still be recorded: a results document never silently lacks one.
             last_line = traceback.format_exception_only(exc)[-1].strip()
             outcome = CaseOutcome("error", f"the judge raised: {last_line}")
@@ -189,15 +229,79 @@ class SubmissionJudge:
             torch.cuda.synchronize()
 
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
-        pristine = self.generate(case)
+        pristine = self.generate_or_not_run(case)
         worker = self.worker()
         worker_copy = clone_data(pristine)
         self.settle()
         reply = worker.request(Op.CALL, timeout_s, data=worker_copy)
         self._last_call_us = reply.elapsed_s * 1e6
+        # Which inputs it wrote, on the small correctness cases (a copy of the inputs each).
+        mutated = self._mutated_inputs(pristine, worker, worker_copy) if case.kind == TEST else []
         output = clone_data(reply.payload["output"])  # own it: detach from shared memory
-        ok, message = self.modules.check(pristine, output)
-        return CaseOutcome("passed" if ok else "failed", message if not ok else "")
+        try:
+            ok, message = self.check(case, pristine, output)
+        except OutputUncheckable as exc:
+            ok, message = False, str(exc)
+        outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
+        if not ok:
+            outcome.details["mismatch"] = self._diagnose(case, output)
+        if mutated:
+            outcome.details["mutated_inputs"] = mutated
+            if ok and self.task.read_only_inputs:
+                outcome.status = "failed"
+                outcome.message = (
+                    f"wrote into its input {', '.join(mutated)}; this leaderboard's inputs are "
+                    "read-only (read_only_inputs in its task.yml or kernelboard.yml)"
+                )
+        return outcome
+
+    def _diagnose(self, case: Case, output: Any) -> dict[str, Any] | None:
+        """How a failed output differs from the reference's own output on the case's input."""
+        try:
+            fresh = self.generate(case)
+            return diagnose(self.modules.ref_kernel(fresh), output)
+        except Exception:  # only an explanation: the verdict stands without it
+            return None
+
+    def _mutated_inputs(self, pristine: Any, worker: WorkerProcess, sent: Any) -> list[str]:
+        """The inputs the call wrote that the reference does not write on the same input."""
+        seen = worker.inputs_as_seen(sent)
+        if seen is None or self.submission is None:
+            return []
+        written = written_leaves(pristine, seen)
+        if not written:
+            return []
+        expected = clone_data(pristine)
+        try:
+            self.modules.ref_kernel(expected)
+        except LeaderboardError:
+            return []  # the check below says what the reference cannot do
+        allowed = set(written_leaves(pristine, expected))
+        return [path for path in written if path not in allowed]
+
+    def generate_or_not_run(self, case: Case, call_index: int = 0) -> Any:
+        """The case's input; the leaderboard's own generate_input failing is not the
+        submission's failure."""
+        try:
+            return self.generate(case, call_index)
+        except LeaderboardError as exc:
+            raise ReferenceCannotRun(exc) from None
+
+    def check(self, case: Case, pristine: Any, output: Any) -> tuple[bool, str]:
+        """check_implementation on the submission's output. Where it raises, the reference's
+        own output on a fresh copy of the input decides whose failure it is: a check that
+        cannot run on the reference's output either is the leaderboard's (the case is not
+        run, for everyone alike); one that only this output breaks is the submission's."""
+        try:
+            return self.modules.check(pristine, output)
+        except LeaderboardError as exc:
+            first = exc
+        try:
+            fresh = self.generate(case)
+            self.modules.check(fresh, self.modules.ref_kernel(clone_data(fresh)))
+        except LeaderboardError as exc:
+            raise ReferenceCannotRun(exc) from None
+        raise OutputUncheckable(first) from None
 
     # -- one timed case --------------------------------------------------------------------------
     def benchmark_case(
@@ -268,7 +372,13 @@ class SubmissionJudge:
             )
             return outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
 
-        timer = CaseTimer(self.generate, request_time, self.modules.check, self.use_cuda, progress)
+        timer = CaseTimer(
+            self.generate_or_not_run,
+            request_time,
+            lambda pristine, output: self.check(case, pristine, output),
+            self.use_cuda,
+            progress,
+        )
         label = f"{self.task.name} {case.kind}[{case.id}]"
         measurement = timer.measure(
             case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
@@ -291,7 +401,7 @@ class SubmissionJudge:
         outcome = self._check_case(case, timeout_s)
         if not outcome.passed:
             return outcome
-        pristine = self.generate(case, 1)
+        pristine = self.generate_or_not_run(case, 1)
         self.settle()
         reply = self.worker().request(
             Op.PROFILE,
@@ -299,7 +409,7 @@ class SubmissionJudge:
             data=clone_data(pristine),
             trace_path=None if profiler.ncu else str(report),
         )
-        ok, message = self.modules.check(pristine, clone_data(reply.payload["output"]))
+        ok, message = self.check(case, pristine, clone_data(reply.payload["output"]))
         if not ok:
             return CaseOutcome("failed", f"the profiled call's output: {message}")
         log = ""
@@ -327,7 +437,13 @@ class SubmissionJudge:
         if not self.use_cuda and lacks_cuda(failure):
             return CaseOutcome("skipped", "needs CUDA, which this machine lacks:\n" + message)
         return CaseOutcome(
-            failure.status, message, error_kind=failure.kind, missing_module=failure.module
+            failure.status,
+            message,
+            error_kind=failure.kind,
+            missing_module=failure.module,
+            exception=failure.exception,
+            during_import=getattr(failure, "during_import", False),
+            timed_out_after_s=failure.timeout_s,
         )
 
 

@@ -144,11 +144,12 @@ class RankGroup:
             if remaining <= 0:
                 waiting = ", ".join(str(r) for r in sorted(pending.values()))
                 self.kill()
-                raise WorkerFailure(
-                    "timeout",
-                    f"timed out after {timeout_s:g} s (the task's limit for this case) waiting "
-                    f"for rank(s) {waiting} of {self.world_size}; all ranks were stopped",
+                failure = WorkerFailure.timed_out(timeout_s)
+                failure.args = (
+                    f"timed out after {timeout_s:g} s\nwaiting for rank(s) {waiting} of "
+                    f"{self.world_size}; all ranks were stopped",
                 )
+                raise failure
             try:
                 ready = wait(list(pending), timeout=min(remaining, 0.5))
             except OSError:

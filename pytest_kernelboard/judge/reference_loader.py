@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,21 @@ from ..spec.task import TaskError, TaskSpec
 from .staging import module_name, stage
 
 REQUIRED_FUNCTIONS = ("generate_input", "ref_kernel", "check_implementation")
+# The leaderboard's frames shown when its code raises: the innermost ones matter most.
+SHOWN_FRAMES = 6
+
+
+class LeaderboardError(Exception):
+    """The leaderboard's own code (generate_input, ref_kernel, check_implementation) raised.
+
+    The message shows where, in the leaderboard's own files (not the harness's frames), and
+    `original` is what raised, for decisions by type (out of memory, no CUDA)."""
+
+    def __init__(self, function: str, original: BaseException, where: str):
+        self.function = function
+        self.original = original
+        what = traceback.format_exception_only(original)[-1].strip()
+        super().__init__(f"{function} raised {what}" + (f"\n{where}" if where else ""))
 
 
 class LeaderboardModules:
@@ -55,17 +71,38 @@ class LeaderboardModules:
         return dict(self._modules)
 
     def generate_input(self, spec: dict[str, Any]) -> Any:
-        with self.active():
-            return self.reference.generate_input(**spec)
+        return self._call("generate_input", lambda f: f(**spec))
 
     def ref_kernel(self, data: Any) -> Any:
+        return self._call("ref_kernel", lambda f: f(data))
+
+    def _call(self, function: str, call: Callable[[Callable[..., Any]], Any]) -> Any:
+        """One of reference.py's functions; what it raises becomes a LeaderboardError that
+        points at the leaderboard's own file and line."""
         with self.active():
-            return self.reference.ref_kernel(data)
+            try:
+                return call(getattr(self.reference, function))
+            except Exception as exc:
+                raise LeaderboardError(function, exc, self.where(exc)) from exc
+
+    def where(self, exc: BaseException) -> str:
+        """The traceback's frames in this leaderboard's files, as paths in the repository."""
+        sources = {
+            (self.folder / name).resolve(): _shown(path) for name, path in self.task.support_files()
+        }
+        lines = []
+        for frame in traceback.extract_tb(exc.__traceback__):
+            staged = Path(frame.filename).resolve()
+            if not staged.is_relative_to(self.folder.resolve()):
+                continue
+            shown = sources.get(staged, self.task.root / staged.name)
+            code = f": {frame.line.strip()}" if frame.line else ""
+            lines.append(f"  {shown}:{frame.lineno} in {frame.name}{code}")
+        return "\n".join(lines[-SHOWN_FRAMES:])
 
     def check(self, data: Any, output: Any) -> tuple[bool, str]:
         """check_implementation, normalised: both (ok, message) and the older '' == ok form."""
-        with self.active():
-            verdict = self.reference.check_implementation(data, output)
+        verdict = self._call("check_implementation", lambda f: f(data, output))
         if isinstance(verdict, tuple) and len(verdict) == 2:
             ok, message = verdict
             return bool(ok), str(message or "")
@@ -76,3 +113,11 @@ class LeaderboardModules:
         raise TypeError(
             f"check_implementation returned {type(verdict).__name__}, expected (bool, str)"
         )
+
+
+def _shown(path: Path) -> Path:
+    """A leaderboard file as a participant finds it: relative to the working folder if inside."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path

@@ -7,27 +7,23 @@ pytest leaderboards/                               # self-check every leaderboar
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..evaluation.progress import Progress
+from ..evaluation.session import JudgingSession, Limits
 from ..judge import builds, devices
-from ..judge.core import CaseOutcome, Skip, SubmissionJudge
-from ..judge.distributed import ReferenceRanks, make_judge
-from ..judge.evalpy import EvalPyJudge, is_evalpy_task
-from ..judge.measure import TimingPlan, VerificationFailure, default_flush_bytes
-from ..judge.profiling import CaseProfiler, report_dir_for
-from ..judge.reference_loader import LeaderboardModules
+from ..judge.core import CaseOutcome
+from ..judge.evalpy import is_evalpy_task
+from ..judge.profiling import report_dir_for
 from ..judge.staging import remove_staged
-from ..results.recorder import RunRecorder
+from ..presentation import fmt_speedup, fmt_us
 from ..results.records import MODES, read_run, write_run
-from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
-from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds, task_cases, with_run_seed
+from ..spec.cases import TEST, Case
 from ..spec.discovery import (
     LEADERBOARDS_DIR,
     SUBMISSION_SUFFIXES,
@@ -39,11 +35,10 @@ from ..spec.discovery import (
     popcorn_headers,
 )
 from ..spec.task import TaskError, TaskSpec, load_task
-from ..stats.stopping import StoppingRule, Warmup, budget_for_case
+from ..stats.scoring import rank_us
 from ..worker import sandbox as worker_sandbox
-from ..worker.client import WorkerFailure, WorkerPool
 from . import bench_bridge
-from .selfcheck import LeaderboardSelfCheck, skip_unsupported
+from .selfcheck import LeaderboardSelfCheck
 from .xdist_gpus import pin_xdist_worker, worker_results_path, xdist_worker
 
 STATE = pytest.StashKey["KernelboardState"]()
@@ -97,126 +92,53 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 class KernelboardState:
-    """Per-session state: leaderboard catalogs, judges' shared modules, the results recorder."""
+    """Per pytest session: the judging session (evaluation core) and the finished document."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
         self.mode: str = config.getoption("kb_mode")
-        self.pool = WorkerPool()
-        self.recorder = RunRecorder(self.mode, root=Path(config.rootpath))
-        self._modules: dict[Path, LeaderboardModules] = {}
-        self.document: dict[str, Any] | None = None  # the results document, once the run ends
-        self._reference_judges: dict[str, SubmissionJudge] = {}
-        self.references = ReferenceTimings(
-            devices.environment,
-            self._measure_reference,
-            self.recorder.record_reference,
-            lambda task: find_repo_root(task.root),
-            remeasure=config.getoption("kb_remeasure_reference"),
-        )
-        self._reference_ranks: dict[str, ReferenceRanks] = {}
-        self._last_progress = 0.0
-        self.replayed_seeds: dict[str, dict[str, int]] = {}
         replay = config.getoption("kb_replay")
-        if replay:
-            self.replayed_seeds = read_run(Path(replay)).get("seeds", {})
-
-    @property
-    def use_cuda(self) -> bool:
-        return devices.has_cuda()
-
-    @functools.cached_property
-    def profiler(self) -> CaseProfiler:
-        report_dir = report_dir_for(self.config.getoption("kb_results"), Path(self.config.rootpath))
-        return CaseProfiler.for_machine(report_dir, self.use_cuda)
-
-    def plan(self, task: TaskSpec) -> TimingPlan:
-        budget = budget_for_case(self.timeout(task, BENCHMARK), max(len(task.benchmarks), 1))
-        return TimingPlan(
-            rule=StoppingRule(precision=self.config.getoption("kb_precision"), budget_s=budget),
-            warmup=Warmup(),
-            flush_bytes=default_flush_bytes() if self.use_cuda else 0,
+        self.session = JudgingSession(
+            self.mode,
+            root=Path(config.rootpath),
+            precision=config.getoption("kb_precision"),
+            limits=Limits(config.getoption("kb_timeout")),
+            replayed_seeds=read_run(Path(replay)).get("seeds", {}) if replay else None,
+            remeasure_reference=config.getoption("kb_remeasure_reference"),
+            report_dir=report_dir_for(config.getoption("kb_results"), Path(config.rootpath)),
+            progress=TerminalProgress(config),
         )
+        self.document: dict[str, Any] | None = None  # the results document, once the run ends
 
-    def reference_timer(self, task: TaskSpec):
-        """The reference's timing of a case: from a matching reference run in results/, else
-        timed here once per run and case (reference_runs.py)."""
+    def close(self) -> None:
+        self.session.close()
 
-        def timing(case: Case) -> dict[str, Any] | None:
-            found = self.references.get(task, case)
-            return found.timing if found else None
 
-        return timing
+class TerminalProgress(Progress):
+    """Lines in pytest's terminal while long work runs: a case being timed, a timed case done."""
 
-    def _measure_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
-        """Times the reference on the case, the same way as a submission, in its own worker."""
-        judge = self.reference_judge(task)
-        plan = replace(self.plan(task), verify=False)
-        try:
-            return judge.time_case(case, plan, self.timeout(task, BENCHMARK)).to_record()
-        except (WorkerFailure, Skip, VerificationFailure) as exc:
-            # The submission's case stands without a speedup; the reason goes into its record.
-            raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self._last = 0.0
 
-    def reference_judge(self, task: TaskSpec) -> SubmissionJudge:
-        """The judge that runs the reference itself (timing it, self-checking it); one per run."""
-        if task.name not in self._reference_judges:
-            self._reference_judges[task.name] = make_judge(
-                task, self.modules(task), None, self.use_cuda, self.pool, entry="ref_kernel"
-            )
-        return self._reference_judges[task.name]
-
-    def reference_ranks(self, task: TaskSpec) -> ReferenceRanks | None:
-        """A multi-GPU leaderboard's expected-output ranks, shared by its judges in this run."""
-        if not task.multi_gpu:
-            return None
-        if task.name not in self._reference_ranks:
-            self._reference_ranks[task.name] = ReferenceRanks(task, self.pool, self.use_cuda)
-        return self._reference_ranks[task.name]
-
-    def progress(self, label: str, n: int, median_us: float, halfwidth: float) -> None:
-        """A line in pytest's terminal while a long case is being timed."""
+    def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or self.config.get_verbosity() < 0:
             return
-        now = time.monotonic()
-        if now - self._last_progress < 2.0:
-            return
-        self._last_progress = now
-        reporter.write_line(
-            f"  timing {label}: {n} samples, median {median_us:.2f} us +/- {100 * halfwidth:.2f}%"
-        )
+        reporter.write_line(line)
         reporter.currentfspath = None  # the next result starts a fresh, prefixed line
 
-    def close(self) -> None:
-        for judge in self._reference_judges.values():
-            judge.close()
-        for ranks in self._reference_ranks.values():
-            ranks.close()
-        self.pool.close()
+    def timing(self, label: str, n: int, median_us: float, halfwidth: float) -> None:
+        now = time.monotonic()
+        if now - self._last < 2.0:
+            return
+        self._last = now
+        self._write(
+            f"  timing {label}: {n} samples, median {median_us:.2f} us +/- {100 * halfwidth:.2f}%"
+        )
 
-    def modules(self, task: TaskSpec) -> LeaderboardModules:
-        if task.path not in self._modules:
-            self._modules[task.path] = LeaderboardModules(task)
-        return self._modules[task.path]
-
-    def seeds_for(self, task: TaskSpec) -> dict[str, int] | None:
-        """Fresh per-run seeds in leaderboard mode (recorded in the results), else task.yml's."""
-        if self.mode != "leaderboard":
-            return None
-        if task.name not in self.recorder.seeds:
-            self.recorder.seeds[task.name] = draw_run_seeds(
-                task, self.replayed_seeds.get(task.name)
-            )
-        return self.recorder.seeds[task.name]
-
-    def timeout(self, task: TaskSpec, kind: str) -> float:
-        override = self.config.getoption("kb_timeout")
-        if override:
-            return override
-        if kind == TEST:
-            return task.test_timeout
-        return task.ranked_timeout if self.mode == "leaderboard" else task.benchmark_timeout
+    def case_timed(self, label: str, line: str) -> None:
+        self._write(f"  {label}: {line}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -295,7 +217,7 @@ class SubmissionFile(pytest.File):
 
     def collect(self):
         state: KernelboardState = self.config.stash[STATE]
-        state.pool.prestart()  # the worker's start-up overlaps with collection and input generation
+        state.session.pool.prestart()  # the worker's start-up overlaps with collection and input generation
         ref = identify_submission(self.path, self.config.getoption("kb_leaderboard"))
         if ref is None:
             yield failing_item(
@@ -320,8 +242,17 @@ class SubmissionFile(pytest.File):
         yield SubmissionNode.from_parent(self, name=task.name, task=task, ref=ref, state=state)
 
 
+class CaseItem(pytest.Function):
+    """A case as a test item. Its failure header is the command that reruns just this case
+    (pytest's own header would be the collector chain joined by dots, which no command takes);
+    never a suffix of the node id, so verbose result lines stay as pytest writes them."""
+
+    def reportinfo(self):
+        return self.path, None, f"pytest {self.config.cwd_relative_nodeid(self.nodeid)}"
+
+
 class SubmissionNode(pytest.Collector):
-    """One submission judged against one leaderboard; owns the worker for its items."""
+    """One submission judged against one leaderboard (the evaluation core does the judging)."""
 
     def __init__(
         self, *, task: TaskSpec, ref: SubmissionRef, state: KernelboardState, **kwargs: Any
@@ -330,84 +261,39 @@ class SubmissionNode(pytest.Collector):
         self.task = task
         self.ref = ref
         self.state = state
-        self._judge: SubmissionJudge | None = None
-
-    @property
-    def judge(self) -> SubmissionJudge:
-        if self._judge is None and is_evalpy_task(self.task):  # its own eval.py judges it
-            self._judge = EvalPyJudge(
-                self.task,
-                self.ref.path,
-                self.state.use_cuda,
-                self.state.mode,
-                self.state.seeds_for(self.task),
-            )
-        if self._judge is None:
-            modules = self.state.modules(self.task)
-            self._judge = make_judge(
-                self.task,
-                modules,
-                self.ref.path,
-                self.state.use_cuda,
-                self.state.pool,
-                reference_ranks=self.state.reference_ranks(self.task),
-            )
-        return self._judge
+        self.evaluation = state.session.evaluation(task, ref)
 
     def collect(self):
-        seeds = self.state.seeds_for(self.task)
-        for case in task_cases(self.task):
-            case = with_run_seed(case, seeds)
+        for case in self.evaluation.cases():
             name = f"{case.kind}[{case.id}]"
             if case.kind == TEST:
-                item = pytest.Function.from_parent(
+                item = CaseItem.from_parent(
                     self, name=name, callobj=lambda case=case: self.run_case(case)
                 )
                 item.add_marker(pytest.mark.correctness)
-            elif self.state.mode == "profile":
-                item = pytest.Function.from_parent(
-                    self, name=name, callobj=lambda case=case: self.run_profile(case)
+            elif self.state.mode == "profile" or is_evalpy_task(self.task):
+                item = CaseItem.from_parent(
+                    self, name=name, callobj=lambda case=case: self.run_case(case)
                 )
                 item.add_marker(bench_bridge.mark(group=self.task.name))
             else:
-                item = pytest.Function.from_parent(
-                    self, name=name, callobj=self._benchmark_runner(case)
+                # pytest-benchmark's fixture: it reports our device samples; `-m benchmark`
+                # selects it through its marker, which carries our replay timer.
+                item = CaseItem.from_parent(
+                    self,
+                    name=name,
+                    callobj=lambda benchmark, case=case: self.run_benchmark(case, benchmark),
                 )
-                # pytest-benchmark's own marker, carrying our replay timer; `-m benchmark` selects it.
                 item.add_marker(bench_bridge.mark(group=self.task.name))
             yield item
 
-    def _benchmark_runner(self, case: Case):
-        if is_evalpy_task(self.task):  # eval.py reports statistics, not samples to replay
-            return lambda: self.run_benchmark(case, None)
-
-        def run(benchmark) -> None:  # pytest-benchmark's fixture: it reports our device samples
-            self.run_benchmark(case, benchmark)
-
-        return run
-
     def run_case(self, case: Case) -> None:
-        skip_unsupported(self.task)
-        timeout = self.state.timeout(self.task, case.kind)
-        outcome = self.judge.check_case(case, timeout)
-        self.report(case, outcome)
+        self.report(case, self.evaluation.run(case))
 
     def run_benchmark(self, case: Case, benchmark) -> None:
-        skip_unsupported(self.task)
-        outcome = self.judge.benchmark_case(
-            case,
-            self.state.timeout(self.task, case.kind),
-            self.state.plan(self.task),
-            progress=self.state.progress,
-            reference=self.state.reference_timer(self.task),
-        )
-        found = self.state.references.get(self.task, case) if outcome.reference_timing else None
-        if found is not None:  # which reference run the speedup came from; it keeps the samples
-            outcome.reference_timing = found.summary
-            outcome.details["reference_run"] = dict(found.provenance)
-        failure = self.state.references.failure(self.task, case)
-        if outcome.passed and found is None and failure:
-            outcome.details["reference_error"] = failure
+        outcome = self.evaluation.run(case)
+        if outcome.details.get("reference_error"):
+            failure = outcome.details["reference_error"]
             warnings.warn(
                 pytest.PytestWarning(
                     f"{self.task.name} {case.kind}[{case.id}]: the reference could not be timed, "
@@ -415,8 +301,10 @@ class SubmissionNode(pytest.Collector):
                 ),
                 stacklevel=1,
             )
-        self.state.recorder.record(self.task, self.ref, case, outcome)
-        if outcome.passed and outcome.timing and benchmark is not None:
+        if outcome.passed and outcome.timing:
+            self.state.session.progress.case_timed(
+                f"{self.task.name} {case.kind}[{case.id}]", timed_line(outcome)
+            )
             extra = {
                 "leaderboard": self.task.name,
                 "case": case.id,
@@ -425,40 +313,16 @@ class SubmissionNode(pytest.Collector):
             if outcome.speedup is not None:
                 extra["speedup"] = outcome.speedup
             bench_bridge.report_samples(benchmark, outcome.timing["samples_us"], extra_info=extra)
-        self.report(case, outcome, recorded=True)
-
-    def run_profile(self, case: Case) -> None:
-        """One profiled call; under Nsight Compute in a worker of its own, started under ncu."""
-        skip_unsupported(self.task)
-        profiler = self.state.profiler
-        report = profiler.report_path(self.task.name, self.ref.display, case.id)
-        launcher = None if is_evalpy_task(self.task) else profiler.launcher(report)
-        judge = self.judge
-        if launcher is not None:
-            modules = self.state.modules(self.task)
-            judge = make_judge(
-                self.task, modules, self.ref.path, True, WorkerPool(launcher=launcher)
-            )
-        try:
-            outcome = judge.profile_case(
-                case, self.state.timeout(self.task, case.kind), profiler, report
-            )
-        finally:
-            if judge is not self.judge:
-                judge.close()
         self.report(case, outcome)
 
-    def report(self, case: Case, outcome: CaseOutcome, recorded: bool = False) -> None:
-        if not recorded:
-            self.state.recorder.record(self.task, self.ref, case, outcome)
-        if outcome.status == "skipped":
+    def report(self, case: Case, outcome: CaseOutcome) -> None:
+        if outcome.status in ("skipped", "not_run"):
             pytest.skip(outcome.message)
         if not outcome.passed:
             pytest.fail(f"{outcome.status}: {outcome.message}", pytrace=False)
 
     def teardown(self) -> None:
-        if self._judge is not None:
-            self._judge.close()
+        self.evaluation.close()
 
 
 # -- leaderboard self-check ---------------------------------------------------------------------
@@ -471,7 +335,7 @@ class LeaderboardFile(pytest.File):
         except TaskError as exc:
             yield failing_item(self, "task", str(exc))
             return
-        yield from LeaderboardSelfCheck(self, task, self.config.stash[STATE]).items()
+        yield from LeaderboardSelfCheck(self, task, self.config.stash[STATE].session).items()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -490,9 +354,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state: KernelboardState = session.config.stash[STATE]
     state.close()
     remove_staged()  # the workers are gone; their staged folders go too
-    if state.recorder.empty:
+    recorder = state.session.recorder
+    if recorder.empty:
         return
-    state.document = state.recorder.document()
+    state.document = recorder.document()
     path = session.config.getoption("kb_results")
     if path:
         write_run(state.document, worker_results_path(Path(path), xdist_worker(session.config)))
@@ -520,7 +385,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         if s.get("benchmarks_total") and state.mode != "test":
             line += f", benchmarks {s['benchmarks_passed']}/{s['benchmarks_total']}"
         if s.get("score_us") is not None:
-            line += f", score {s['score_us']:.2f} us"
+            line += f", score {fmt_us(s['score_us'])}"
+            if s.get("speedup") is not None:
+                line += f", {fmt_speedup(s['speedup'])} the reference"
+                line += " (tied)" if s.get("tied_with_reference") else ""
         terminalreporter.write_line(line)
         for case in evaluation["cases"]:
             if case.get("profile"):
@@ -529,7 +397,22 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if path:
         terminalreporter.write_line(f"results: {path}")
     if state.mode == "profile":
-        terminalreporter.write_line(f"profiles: {state.profiler.report_dir}")
+        terminalreporter.write_line(f"profiles: {state.session.profiler.report_dir}")
+
+
+def timed_line(outcome: CaseOutcome) -> str:
+    """A timed case in a line: its median and interval, and the speedup over the reference."""
+    timing = outcome.timing or {}
+    line = f"median {fmt_us(rank_us(timing))}"
+    interval = timing.get("rank_ci95_us")
+    if interval:
+        line += f" (95% interval {fmt_us(interval[0])} - {fmt_us(interval[1])})"
+    if outcome.reference_timing:
+        line += f", reference {fmt_us(rank_us(outcome.reference_timing))}"
+    if outcome.speedup is not None:
+        line += f": {fmt_speedup(outcome.speedup)}"
+    line += f"; stopped: {timing.get('stop_reason') or '?'}"
+    return line
 
 
 def profile_line(case: dict[str, Any]) -> str:

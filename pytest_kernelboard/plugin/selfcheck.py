@@ -24,7 +24,7 @@ from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind
 
 if TYPE_CHECKING:
-    from . import KernelboardState
+    from ..evaluation.session import JudgingSession
 
 
 # Optional toolchains a shipped solution may use (pyproject extras): without them the solution
@@ -59,7 +59,7 @@ def skip_unsupported(task: TaskSpec) -> None:
 
 
 class LeaderboardSelfCheck:
-    def __init__(self, parent: pytest.Collector, task: TaskSpec, state: KernelboardState):
+    def __init__(self, parent: pytest.Collector, task: TaskSpec, state: JudgingSession):
         self.parent = parent
         self.task = task
         self.state = state

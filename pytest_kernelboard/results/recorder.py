@@ -147,6 +147,10 @@ class RunRecorder:
         duration = timing.get("elapsed_s") or 0.0
         self.record(task, ref, case, CaseOutcome("passed", timing=timing, duration_s=duration))
 
+    def forget(self, task: TaskSpec, ref: SubmissionRef) -> None:
+        """Drop an evaluation (a batch builds its own records and keeps no document)."""
+        self._evaluations.pop((task.name, str(ref.path)), None)
+
     @property
     def empty(self) -> bool:
         return not self._evaluations

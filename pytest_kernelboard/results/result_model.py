@@ -79,6 +79,9 @@ class Status(enum.StrEnum):
     CRASHED = "crashed"  # the worker died (signal or exit)
     TIMEOUT = "timeout"  # past the task's limit
     SKIPPED = "skipped"  # cannot run here (e.g. needs CUDA)
+    # Not run: an earlier case timed out, or the leaderboard's own reference cannot run it
+    # (the same for every submission; it counts against no one).
+    NOT_RUN = "not_run"
 
 
 SUMMARY_STATUSES = (Status.PASSED.value, Status.FAILED.value, Status.SKIPPED.value)

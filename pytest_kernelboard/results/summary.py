@@ -14,9 +14,13 @@ from ..spec.task import TaskSpec
 from ..stats.scoring import fast_p, rank_us, score, score_interval, speedup, tied
 from .result_model import Status, Summary
 
+# Cases that did not run count for nothing: not this machine's (skipped) or not the submission's
+# to fail (not_run: the reference cannot run them, or an earlier case timed out, which failed).
+UNRUN = ("skipped", "not_run")
+
 
 def _status(cases: list[dict[str, Any]]) -> str:
-    ran = [c for c in cases if c["status"] != "skipped"]
+    ran = [c for c in cases if c["status"] not in UNRUN]
     if not ran:
         return "skipped"
     return "passed" if all(c["status"] == "passed" for c in ran) else "failed"
@@ -36,7 +40,9 @@ def evaluation_summary(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -
     """Pass counts of the case records (as stored), and when every benchmark passed with a
     timing, the score, the reference's score and the speedup; fast_p when any case has one."""
     tests = [c for c in cases if c["kind"] == TEST]
-    benchmarks = [c for c in cases if c["kind"] == BENCHMARK]
+    # The score is over the benchmarks the leaderboard can run: a case its reference cannot
+    # run is missing for every submission alike.
+    benchmarks = [c for c in cases if c["kind"] == BENCHMARK and c["status"] != "not_run"]
     summary = Summary(
         status=Status(_status(cases)),
         tests_passed=sum(c["status"] == "passed" for c in tests),

@@ -21,6 +21,7 @@ SIDECAR_KEYS = {
     "open_code": "show submitted code before the deadline",
     "tolerance": "free-form note shown on the site",
     "competition": "the competition the problem was imported from (informational)",
+    "read_only_inputs": "a submission that writes into its input data fails",
 }
 
 

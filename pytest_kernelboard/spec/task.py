@@ -45,6 +45,7 @@ EXTENSION_KEYS = {
     "open_code",  # show submitted code on the site before the deadline
     "tolerance",  # free-form note shown on the site (the check itself lives in reference.py)
     "compile_timeout",  # seconds importing (building) a submission may take, before any case
+    "read_only_inputs",  # a submission that writes into its input data fails (a pure function)
 }
 KNOWN_KEYS = GPUMODE_KEYS | EXTENSION_KEYS
 
@@ -93,6 +94,7 @@ class TaskSpec:
     open_code: bool = False
     tolerance: str | None = None
     compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S
+    read_only_inputs: bool = False
 
     @property
     def max_world_size(self) -> int:
@@ -277,4 +279,12 @@ def load_task(path: Path | str, name: str | None = None) -> TaskSpec:
         open_code=bool(raw.get("open_code", False)),
         tolerance=raw.get("tolerance"),
         compile_timeout=_timeout(raw, "compile_timeout", path, DEFAULT_COMPILE_TIMEOUT_S),
+        read_only_inputs=_flag(raw, "read_only_inputs", path),
     )
+
+
+def _flag(raw: dict[str, Any], key: str, path: Path) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise TaskError(path, f"key {key!r}: expected true or false, got {value!r}")
+    return value

@@ -13,7 +13,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 from . import pickles, protocol, sandbox, transport, window, wire
 from .environment import cache_dirs, default_cache_dir, worker_environment
+from .pausing import resume
 from .protocol import ErrorKind, Op
 
 LOG_TAIL_CHARS = 2000
@@ -49,7 +52,15 @@ class WorkerFailure(Exception):
         self.kind = kind
         self.exception = exception
         self.module = module
+        self.timeout_s: float | None = None  # a request's deadline that passed
         super().__init__(message)
+
+    @classmethod
+    def timed_out(cls, timeout_s: float) -> WorkerFailure:
+        """A request that got no reply by its deadline (the evaluation names which limit)."""
+        failure = cls("timeout", f"timed out after {timeout_s:g} s")
+        failure.timeout_s = timeout_s
+        return failure
 
 
 @dataclass
@@ -152,6 +163,7 @@ class WorkerProcess:
         self.transport: str | None = None  # for CUDA tensors; decided on first use
         self.windows: dict[str, window.Window] = {}  # the shared device windows, by direction
         self._outbound_needed = 0  # a reply came as host copies: grow the outbound window
+        self._inbound: window.Packer | None = None  # where the last request's tensors went
         self.sent_at = 0.0  # when the last request's bytes went out (time.perf_counter)
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self._staged_from: Path | None = None
@@ -241,7 +253,18 @@ class WorkerProcess:
         if needed > self.windows["out"].size:
             self._share_window("out", window.grown_size(needed, self.windows["out"].size))
         packer.copy_into(self.windows["in"])
+        self._inbound = packer
         return data
+
+    def inputs_as_seen(self, data: Any) -> Any | None:
+        """The worker's copy of the last request's `data` as it is now, after the call: the
+        same memory where inputs are shared (CPU shared memory, CUDA IPC), views of the inbound
+        window where they crossed through it, None where the worker holds a private copy."""
+        if self.transport == transport.HOST:
+            return None
+        if self.transport != transport.WINDOW or self._inbound is None:
+            return data
+        return window.views_in(self.windows["in"], self._inbound, data)
 
     def _share_window(self, direction: str, size: int) -> None:
         """A new device window of at least `size` bytes for one direction, handed to the
@@ -294,9 +317,7 @@ class WorkerProcess:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 self.kill()
-                raise WorkerFailure(
-                    "timeout", f"timed out after {timeout_s:g} s (the task's limit for this case)"
-                )
+                raise WorkerFailure.timed_out(timeout_s)
             try:
                 ready = self.conn.poll(min(remaining, 0.5))
             except (OSError, EOFError):
@@ -329,9 +350,7 @@ class WorkerProcess:
             raise self._died() from None
         except wire.FrameTimeout:
             self.kill()
-            raise WorkerFailure(
-                "timeout", f"timed out after {timeout_s:g} s (the task's limit for this case)"
-            ) from None
+            raise WorkerFailure.timed_out(timeout_s) from None
         except wire.ProtocolError as exc:
             self.kill()
             raise WorkerFailure("error", f"the worker broke the protocol: {exc}") from None
@@ -528,23 +547,47 @@ def session_transport() -> str:
 
 
 class WorkerPool:
-    """Keeps one spare worker starting in the background, so its Python and torch start-up
-    overlaps with the judge's own work instead of adding to every submission's wall time."""
+    """Keeps spare workers starting in the background, so their Python and torch start-up
+    overlaps with the judge's own work instead of adding to every submission's wall time.
+    One spare serves a pytest run; a batch keeps a few (its judge imports candidates ahead).
 
-    def __init__(self, launcher: Launcher | None = None) -> None:
+    Every worker is spawned by one thread of the pool's own that lives as long as the pool: a
+    sandboxed worker dies with the thread that started it (bwrap's --die-with-parent is a
+    parent-death signal, which Linux sends when that thread ends), and a batch takes workers
+    from short-lived threads."""
+
+    def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
         self.launcher = launcher
-        self._spare: WorkerProcess | None = None
+        self.spares = spares
+        self._spare: list[WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-spawn")
+
+    def _spawn(self) -> WorkerProcess:
+        return self._spawner.submit(WorkerProcess, launcher=self.launcher).result()
 
     def prestart(self) -> None:
-        if self._spare is None or not self._spare.alive:
-            self._spare = WorkerProcess(launcher=self.launcher)
+        with self._lock:
+            self._spare = [w for w in self._spare if w.alive]
+            while len(self._spare) < self.spares:
+                self._spare.append(self._spawn())
 
     def take(self) -> WorkerProcess:
+        with self._lock:
+            self._spare = [w for w in self._spare if w.alive]
+            worker = self._spare.pop(0) if self._spare else self._spawn()
+        resume(worker.process.pid)  # a spare may be paused while another case is timed
         self.prestart()
-        worker, self._spare = self._spare, None
         return worker
 
+    def spare_workers(self) -> list[WorkerProcess]:
+        with self._lock:
+            return list(self._spare)
+
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close(timeout_s=1.0)  # also removes its folders
-            self._spare = None
+        with self._lock:
+            spares, self._spare = self._spare, []
+        for worker in spares:
+            worker.close(timeout_s=1.0)  # also removes its folders
+        # Workers taken from the pool die with the spawning thread: only once they are closed.
+        self._spawner.shutdown(wait=False)

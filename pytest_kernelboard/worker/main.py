@@ -40,7 +40,9 @@ def trimmed_traceback(exc: BaseException, keep_under: Path) -> str:
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if Path(frame.filename).resolve().is_relative_to(keep_under)
+        # "<frozen importlib._bootstrap>" is no file: resolved, it would land in the cwd
+        if not frame.filename.startswith("<")
+        and Path(frame.filename).resolve().is_relative_to(keep_under)
     ]
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.format_list(frames)

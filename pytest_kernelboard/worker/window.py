@@ -148,6 +148,11 @@ class Packer:
         )
         return from_window, (slot,)
 
+    def offset_of(self, tensor: Any) -> int | None:
+        """Where a tensor's storage was placed, or None if it was not."""
+        placed = self._placed.get(tensor.untyped_storage().data_ptr())
+        return None if placed is None else placed[0]
+
     def _offset(self, storage: Any) -> int:
         key = storage.data_ptr()
         if key not in self._placed or storage.nbytes() == 0:
@@ -166,6 +171,32 @@ class Packer:
                 window.bytes[offset : offset + storage.nbytes()].copy_(source)
         if self._placed and window.bytes.is_cuda:
             torch.cuda.current_stream(window.device).synchronize()
+
+
+def views_in(window: Window, packer: Packer, data: Any) -> Any:
+    """`data` with each CUDA tensor the packer placed replaced by its view in `window`: what
+    the peer sees (and may have written) there."""
+    import torch
+
+    def view(tensor: Any) -> Any:
+        placed = packer.offset_of(tensor)
+        if placed is None:
+            return tensor
+        base = window.bytes[placed : placed + tensor.untyped_storage().nbytes()].view(tensor.dtype)
+        # as_strided counts from the window's own storage, as from_window does
+        start = placed // tensor.element_size() + tensor.storage_offset()
+        return base.as_strided(tensor.shape, tensor.stride(), start)
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return view(obj)
+        if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+            return type(obj)(walk(v) for v in obj)
+        if isinstance(obj, dict):
+            return {k: walk(v) for k, v in obj.items()}
+        return obj
+
+    return walk(data)
 
 
 # -- receiving ----------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""`kernelboard judge LEADERBOARD CANDIDATE...`: judge a batch, one JSON record per line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import KernelboardError
+from ..evaluation.progress import Progress
+from .candidates import load_candidates
+from .judge import MODES, judge_many
+from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p
+
+
+class BatchProgress(Progress):
+    """A line on stderr per finished candidate: done, correct, faster, and the rate."""
+
+    def __init__(self, total: int, stream: IO[str]):
+        self.total, self.stream = total, stream
+        self.started = time.monotonic()
+        self.done = self.correct = self.faster = 0
+
+    def record(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        self.correct += bool(record["correct"])
+        self.faster += bool(record["speedup"] is not None and record["speedup"] > 1)
+        elapsed = time.monotonic() - self.started
+        rate = 3600 * self.done / elapsed if elapsed > 0 else 0.0
+        verdict = record["status"] + (f" ({record['error_kind']})" if record["error_kind"] else "")
+        self.stream.write(
+            f"[{self.done}/{self.total}] {record['id']}: {verdict}; {self.correct} correct, "
+            f"{self.faster} faster; {rate:.0f} candidates/hour\n"
+        )
+        self.stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        candidates = load_candidates(args.candidates)
+        out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115 (closed below)
+    except (KernelboardError, OSError) as exc:
+        print(f"kernelboard judge: {exc}", file=sys.stderr)
+        return 2
+    progress = BatchProgress(len(candidates), sys.stderr)
+    records: list[dict[str, Any]] = []
+    try:
+        for record in _records(args, candidates):
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+            records.append({k: record[k] for k in ("mode", "correct", "speedup")})
+            progress.record(record)
+    except KernelboardError as exc:
+        print(f"kernelboard judge: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    shares = batch_fast_p(records)
+    summary = ", ".join(f"fast_{p} {share:.2f}" for p, share in shares.items() if share is not None)
+    print(f"{len(records)} candidates judged; {summary}", file=sys.stderr)
+    return 0
+
+
+def _records(args: argparse.Namespace, candidates: list) -> Iterator[dict[str, Any]]:
+    root = Path(args.root) if args.root else None
+    if args.ray:
+        from .ray_judges import judge_many_on_ray
+
+        yield from judge_many_on_ray(
+            args.ray, args.leaderboard, candidates, mode=args.mode, root=root
+        )
+        return
+    yield from judge_many(
+        args.leaderboard,
+        candidates,
+        mode=args.mode,
+        root=root,
+        gpus=args.gpus,
+        excessive_speedup=args.excessive_speedup,
+    )
+
+
+def _gpus(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1 — got {text!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "judge",
+        help="judge many candidate kernels against one leaderboard (JSON lines out)",
+        description=(
+            "Judge candidates (source files, folders of them, or JSONL files of "
+            "{id, source, lang}) against a leaderboard, one sandboxed worker each, one judge "
+            "per GPU. One JSON record per candidate, in the order given, as each finishes "
+            "(docs/agents.md); progress and fast_p on stderr."
+        ),
+    )
+    parser.add_argument("leaderboard", help="the leaderboard's name, as in leaderboards/")
+    parser.add_argument(
+        "candidates", nargs="+", help="a .py/.cu file (its id is its name), a folder, or a .jsonl"
+    )
+    parser.add_argument(
+        "--out", metavar="FILE.jsonl", help="write the records here (default stdout)"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="test",
+        help="test: correctness only (default); benchmark: correctness, then timing and speedups",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=_gpus,
+        metavar="0,1,...",
+        help="the GPUs to judge on, one judge each (default: every GPU of this host)",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="judge on a Ray cluster instead (one judge per GPU it has); 'local' starts one here",
+    )
+    parser.add_argument(
+        "--excessive-speedup",
+        type=float,
+        default=DEFAULT_EXCESSIVE_SPEEDUP,
+        metavar="X",
+        help=f"flag speedups above X as excessive_speedup (default {DEFAULT_EXCESSIVE_SPEEDUP:g}, "
+        "KernelBench's)",
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        help="the repository holding leaderboards/ (default: found from here)",
+    )
+    parser.set_defaults(func=run)

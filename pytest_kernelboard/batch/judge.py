@@ -1,0 +1,249 @@
+"""The batch judge: many candidates against one leaderboard, one judge per GPU.
+
+Each GPU's judge keeps its CUDA context, its leaderboard modules and the reference's timings for
+the whole batch (one `JudgingSession`), and gives every candidate a fresh sandboxed worker from
+a pool started ahead. While one candidate is judged, the next ones are already imported (their
+builds run on the CPU meanwhile); while a case is timed, every other worker's Python process is
+paused, so no other candidate's work overlaps a timed call. A candidate that crashes, hangs or
+poisons its worker costs only itself: its worker is killed and never reused.
+
+Records stream out in the order the candidates were given, each as soon as it and all before
+it are done.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any
+
+from ..errors import KernelboardError
+from ..evaluation.progress import Progress
+from ..evaluation.session import JudgingSession
+from ..evaluation.submission import SubmissionEvaluation
+from ..judge.staging import remove_staged
+from ..names import slug
+from ..results.recorder import case_record
+from ..results.summary import evaluation_summary
+from ..spec.cases import TEST
+from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
+from ..spec.task import TaskError, TaskSpec
+from ..worker.pausing import paused
+from .candidates import Candidate
+from .records import DEFAULT_EXCESSIVE_SPEEDUP, candidate_record
+
+MODES = ("test", "benchmark")
+_END = object()  # the end of a stream of candidates
+PREFETCH = 2  # candidates imported ahead of the one being judged
+
+
+class UnknownLeaderboard(KernelboardError, KeyError):
+    """The batch names a leaderboard the repository does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def find_task(leaderboard: str, root: Path | None) -> tuple[TaskSpec, Path]:
+    """The leaderboard's task spec and the repository root it lives in."""
+    found = root or find_repo_root(Path.cwd())
+    if found is None:
+        raise UnknownLeaderboard("no leaderboards/ folder here or above; pass the repository root")
+    try:
+        return load_catalog(found).get(leaderboard), found
+    except KeyError as exc:
+        raise UnknownLeaderboard(exc.args[0]) from None
+    except TaskError as exc:
+        raise UnknownLeaderboard(f"leaderboard {leaderboard!r} does not load: {exc}") from None
+
+
+def judge_many(
+    leaderboard: str,
+    candidates: Iterable[Candidate],
+    *,
+    mode: str = "test",
+    root: Path | None = None,
+    gpus: Sequence[int] | None = None,
+    excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
+    progress: Progress | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One JSON-ready record per candidate (schema: records.record_schema()), in the order
+    given, each as soon as it and the ones before it are judged.
+
+    gpus: the GPUs to judge on (None: every GPU of this host; one CPU judge where there is none).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    task, root = find_task(leaderboard, root)
+    candidates = list(candidates)
+    devices = list(gpus) if gpus is not None else visible_gpus()
+    if len(devices) <= 1:
+        with _pinned(devices[0] if devices else None):
+            judge = BatchJudge(task, mode, root, excessive_speedup, progress)
+            try:
+                yield from judge.judge(candidates)
+            finally:
+                judge.close()
+        return
+    from .fanout import judge_on_gpus  # one judge process per GPU
+
+    yield from judge_on_gpus(task.name, candidates, mode, root, devices, excessive_speedup)
+
+
+def visible_gpus() -> list[int]:
+    """The CUDA devices this process may use (none on a CPU machine)."""
+    from ..judge import devices
+
+    if not devices.has_cuda():
+        return []
+    import torch
+
+    return list(range(torch.cuda.device_count()))
+
+
+class _pinned:
+    """With one GPU named, this process's judge and its workers use that one."""
+
+    def __init__(self, gpu: int | None):
+        self.gpu = gpu
+
+    def __enter__(self) -> None:
+        if self.gpu is not None:
+            import torch
+
+            torch.cuda.set_device(self.gpu)
+
+    def __exit__(self, *_: Any) -> None:
+        return None
+
+
+class BatchJudge:
+    """Judges candidates one after another on one device, importing the next ones ahead."""
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        mode: str,
+        root: Path,
+        excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
+        progress: Progress | None = None,
+        spares: int | None = None,
+    ):
+        self.task = task
+        self.mode = mode
+        self.excessive_speedup = excessive_speedup
+        self.session = JudgingSession(mode, root, progress=progress)
+        self.session.pool.spares = spares if spares is not None else default_spares()
+        self.session.modules(task)  # imported once, here, before any thread looks ahead
+        self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
+        self._count = 0
+
+    def evaluation(self, index: int, candidate: Candidate) -> SubmissionEvaluation:
+        """The candidate's evaluation; its source is written to a folder of its own."""
+        folder = self.folder / f"{index:06d}"
+        folder.mkdir()
+        # Named after the candidate, so its tracebacks read "File 'its-id.py', line 3".
+        name = slug(candidate.id)
+        path = folder / (
+            name if name.endswith(f".{candidate.lang}") else f"{name}.{candidate.lang}"
+        )
+        path.write_text(candidate.source)
+        return self.session.evaluation(self.task, SubmissionRef(path, self.task.name, candidate.id))
+
+    def judge(self, candidates: Iterable[Candidate]) -> Iterator[dict[str, Any]]:
+        """Records in the order the candidates come; the next few are imported ahead, as far
+        as they have arrived (a stream of candidates is never waited for to look ahead)."""
+        arrived: Queue[Any] = Queue()
+
+        def feed() -> None:
+            for candidate in candidates:
+                arrived.put(candidate)
+            arrived.put(_END)
+
+        threading.Thread(target=feed, daemon=True).start()
+        pending: deque[tuple[Candidate, SubmissionEvaluation, threading.Thread]] = deque()
+        ended = False
+
+        def take(block: bool) -> bool:
+            nonlocal ended
+            if ended:
+                return False
+            try:
+                candidate = arrived.get(block=block)
+            except Empty:
+                return False
+            if candidate is _END:
+                ended = True
+                return False
+            evaluation = self.evaluation(self._count, candidate)
+            self._count += 1
+            thread = threading.Thread(target=evaluation.prepare, daemon=True)
+            thread.start()
+            pending.append((candidate, evaluation, thread))
+            return True
+
+        while pending or take(block=True):
+            while len(pending) <= PREFETCH and take(block=False):
+                pass
+            candidate, evaluation, thread = pending.popleft()
+            thread.join()
+            try:
+                yield self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
+            finally:
+                evaluation.close()
+                shutil.rmtree(evaluation.ref.path.parent, ignore_errors=True)
+        for _, evaluation, thread in pending:
+            thread.join()
+            evaluation.close()
+
+    def _judge_one(
+        self,
+        candidate: Candidate,
+        evaluation: SubmissionEvaluation,
+        others: list[SubmissionEvaluation],
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        outcomes = []
+        for case in evaluation.cases():
+            if self.mode == "test" and case.kind != TEST:
+                continue
+            if case.kind == TEST:
+                outcomes.append((case, evaluation.run(case)))
+            else:  # no other candidate's worker runs while this one is timed
+                others = [w.process.pid for e in others for w in e.workers()]
+                others += [w.process.pid for w in self.session.pool.spare_workers()]
+                with paused(others):
+                    outcomes.append((case, evaluation.run(case)))
+        self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
+        records = [case_record(c, o).to_json() for c, o in outcomes]
+        summary = evaluation_summary(records, self.task, self.mode).to_json()
+        # Paths inside this batch's scratch folder read as the candidate's own file name.
+        for _, outcome in outcomes:
+            outcome.message = outcome.message.replace(f"{evaluation.ref.path.parent}/", "")
+        return candidate_record(
+            candidate.id,
+            self.task.name,
+            self.mode,
+            outcomes,
+            summary,
+            time.perf_counter() - started,
+            self.excessive_speedup,
+        ).to_json()
+
+    def close(self) -> None:
+        self.session.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_staged()
+
+
+def default_spares() -> int:
+    """Workers kept starting ahead: enough to hide a worker's start-up (seconds) behind the
+    judging of the candidates before it, without a CUDA context per core."""
+    return max(1, min(PREFETCH + 1, (os.cpu_count() or 2) // 2))

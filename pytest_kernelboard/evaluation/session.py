@@ -1,0 +1,187 @@
+"""What one judging run shares across its submissions: the mode, the worker pool, the recorder,
+each leaderboard's modules, the reference's timings and judges, the per-run seeds.
+
+Both front-ends drive it: the pytest plugin (one session per pytest run) and the batch judge
+(one per GPU for a whole batch of candidates). Nothing here knows pytest.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..judge import devices
+from ..judge.core import Skip, SubmissionJudge
+from ..judge.distributed import ReferenceRanks, make_judge
+from ..judge.measure import TimingPlan, VerificationFailure, default_flush_bytes
+from ..judge.profiling import CaseProfiler
+from ..judge.reference_loader import LeaderboardModules
+from ..results.recorder import RunRecorder
+from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
+from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds
+from ..spec.discovery import SubmissionRef, find_repo_root
+from ..spec.task import TaskSpec
+from ..stats.stopping import StoppingRule, Warmup, budget_for_case
+from ..worker.client import WorkerFailure, WorkerPool
+from .progress import Progress
+
+DEFAULT_PRECISION = 0.005
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Where a case's time limit comes from, so a message can say which applied and how to
+    change it: the command line's override, else task.yml's key for the mode."""
+
+    override_s: float | None = None
+    override_name: str = "--kb-timeout"
+
+    def timeout(self, task: TaskSpec, kind: str, mode: str) -> float:
+        return self.override_s if self.override_s else task_timeout(task, kind, mode)[1]
+
+    def describe(self, task: TaskSpec, kind: str, mode: str) -> str:
+        """'--kb-timeout 5' or 'test_timeout: 60 in task.yml', as the limit that applied."""
+        if self.override_s:
+            return f"{self.override_name} {self.override_s:g}"
+        key, seconds = task_timeout(task, kind, mode)
+        return f"{key}: {seconds:g} in {task.path.name}"
+
+
+def task_timeout(task: TaskSpec, kind: str, mode: str) -> tuple[str, float]:
+    """task.yml's key and seconds for a case of `kind` in `mode`."""
+    if kind == TEST:
+        return "test_timeout", task.test_timeout
+    if mode == "leaderboard":
+        return "ranked_timeout", task.ranked_timeout
+    return "benchmark_timeout", task.benchmark_timeout
+
+
+class JudgingSession:
+    """Per run: the shared state every submission's evaluation uses."""
+
+    def __init__(
+        self,
+        mode: str,
+        root: Path | None = None,
+        *,
+        precision: float = DEFAULT_PRECISION,
+        limits: Limits | None = None,
+        replayed_seeds: dict[str, dict[str, int]] | None = None,
+        remeasure_reference: bool = False,
+        report_dir: Path | None = None,
+        progress: Progress | None = None,
+    ):
+        self.mode = mode
+        self.root = root
+        self.precision = precision
+        self.limits = limits or Limits()
+        self.replayed_seeds = replayed_seeds or {}
+        self.report_dir = report_dir
+        self.progress = progress
+        self.pool = WorkerPool()
+        self.recorder = RunRecorder(mode, root=root)
+        self._modules: dict[Path, LeaderboardModules] = {}
+        self._lock = threading.Lock()
+        self._reference_judges: dict[str, SubmissionJudge] = {}
+        self._reference_ranks: dict[str, ReferenceRanks] = {}
+        self.references = ReferenceTimings(
+            devices.environment,
+            self._measure_reference,
+            self.recorder.record_reference,
+            lambda task: find_repo_root(task.root),
+            remeasure=remeasure_reference,
+        )
+
+    @property
+    def use_cuda(self) -> bool:
+        return devices.has_cuda()
+
+    @functools.cached_property
+    def profiler(self) -> CaseProfiler:
+        return CaseProfiler.for_machine(
+            self.report_dir or Path("kernelboard-profiles"), self.use_cuda
+        )
+
+    def evaluation(self, task: TaskSpec, ref: SubmissionRef):
+        """The evaluation of one submission against one leaderboard in this session."""
+        from .submission import SubmissionEvaluation
+
+        return SubmissionEvaluation(self, task, ref)
+
+    # -- per leaderboard -----------------------------------------------------------------------
+    def modules(self, task: TaskSpec) -> LeaderboardModules:
+        # A batch makes judges from threads that import ahead; one import of reference.py each.
+        with self._lock:
+            if task.path not in self._modules:
+                self._modules[task.path] = LeaderboardModules(task)
+            return self._modules[task.path]
+
+    def timeout(self, task: TaskSpec, kind: str) -> float:
+        return self.limits.timeout(task, kind, self.mode)
+
+    def plan(self, task: TaskSpec) -> TimingPlan:
+        budget = budget_for_case(self.timeout(task, BENCHMARK), max(len(task.benchmarks), 1))
+        return TimingPlan(
+            rule=StoppingRule(precision=self.precision, budget_s=budget),
+            warmup=Warmup(),
+            flush_bytes=default_flush_bytes() if self.use_cuda else 0,
+        )
+
+    def seeds_for(self, task: TaskSpec) -> dict[str, int] | None:
+        """Fresh per-run seeds in leaderboard mode (recorded in the results), else task.yml's."""
+        if self.mode != "leaderboard":
+            return None
+        if task.name not in self.recorder.seeds:
+            self.recorder.seeds[task.name] = draw_run_seeds(
+                task, self.replayed_seeds.get(task.name)
+            )
+        return self.recorder.seeds[task.name]
+
+    # -- the reference -------------------------------------------------------------------------
+    def reference_judge(self, task: TaskSpec) -> SubmissionJudge:
+        """The judge that runs the reference itself (timing it, self-checking it); one per run."""
+        if task.name not in self._reference_judges:
+            self._reference_judges[task.name] = make_judge(
+                task, self.modules(task), None, self.use_cuda, self.pool, entry="ref_kernel"
+            )
+        return self._reference_judges[task.name]
+
+    def reference_ranks(self, task: TaskSpec) -> ReferenceRanks | None:
+        """A multi-GPU leaderboard's expected-output ranks, shared by its judges in this run."""
+        if not task.multi_gpu:
+            return None
+        if task.name not in self._reference_ranks:
+            self._reference_ranks[task.name] = ReferenceRanks(task, self.pool, self.use_cuda)
+        return self._reference_ranks[task.name]
+
+    def _measure_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
+        """Times the reference on the case, the same way as a submission, in its own worker."""
+        judge = self.reference_judge(task)
+        plan = replace(self.plan(task), verify=False)
+        try:
+            return judge.time_case(
+                case, plan, self.timeout(task, BENCHMARK), self._progress_for(task, case, True)
+            ).to_record()
+        except (WorkerFailure, Skip, VerificationFailure) as exc:
+            # The submission's case stands without a speedup; the reason goes into its record.
+            raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
+        finally:
+            judge.release_cached_memory()
+
+    def _progress_for(self, task: TaskSpec, case: Case, reference: bool):
+        if self.progress is None:
+            return None
+        who = "reference" if reference else "submission"
+        return lambda label, n, median, halfwidth: self.progress.timing(
+            f"{label} ({who})", n, median, halfwidth
+        )
+
+    def close(self) -> None:
+        for judge in self._reference_judges.values():
+            judge.close()
+        for ranks in self._reference_ranks.values():
+            ranks.close()
+        self.pool.close()

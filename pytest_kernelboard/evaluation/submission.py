@@ -1,0 +1,133 @@
+"""The evaluation of one submission against one leaderboard: build, correctness cases, timed
+cases with the reference's timings reused, profiles, and the records.
+
+The pytest plugin turns each case into a test item that calls `run(case)`; the batch judge
+calls it for every case of every candidate. Both get the same `CaseOutcome`, recorded the same
+way; only what they show differs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..judge.core import CaseOutcome, SubmissionJudge
+from ..judge.distributed import make_judge
+from ..judge.evalpy import EvalPyJudge, is_evalpy_task
+from ..spec.cases import TEST, Case, task_cases, with_run_seed
+from ..spec.discovery import SubmissionRef
+from ..spec.task import TaskSpec
+from ..worker.client import WorkerPool, WorkerProcess
+from .messages import explain
+
+if TYPE_CHECKING:
+    from .session import JudgingSession
+
+
+class SubmissionEvaluation:
+    """One submission judged against one leaderboard; owns the worker for its cases."""
+
+    def __init__(self, session: JudgingSession, task: TaskSpec, ref: SubmissionRef):
+        self.session = session
+        self.task = task
+        self.ref = ref
+        self._judge: SubmissionJudge | EvalPyJudge | None = None
+        self.first_failure: tuple[Case, CaseOutcome] | None = None  # for "same as ..." notes
+
+    @property
+    def judge(self) -> SubmissionJudge | EvalPyJudge:
+        if self._judge is None and is_evalpy_task(self.task):  # its own eval.py judges it
+            self._judge = EvalPyJudge(
+                self.task,
+                self.ref.path,
+                self.session.use_cuda,
+                self.session.mode,
+                self.session.seeds_for(self.task),
+            )
+        if self._judge is None:
+            self._judge = make_judge(
+                self.task,
+                self.session.modules(self.task),
+                self.ref.path,
+                self.session.use_cuda,
+                self.session.pool,
+                reference_ranks=self.session.reference_ranks(self.task),
+            )
+        return self._judge
+
+    def prepare(self) -> None:
+        """Start the worker and import the submission (its builds included) now, ahead of the
+        first case; a failure here is reported by that case, as it would be anyway."""
+        judge = self.judge
+        if isinstance(judge, SubmissionJudge):
+            judge.preload()
+
+    def workers(self) -> list[WorkerProcess]:
+        """The live workers this evaluation holds (none before its first case)."""
+        judge = self._judge
+        worker = getattr(judge, "_worker", None)
+        return [worker] if worker is not None and worker.alive else []
+
+    def cases(self) -> list[Case]:
+        """The cases this mode runs, with this run's seeds (leaderboard mode draws fresh ones)."""
+        seeds = self.session.seeds_for(self.task)
+        return [with_run_seed(case, seeds) for case in task_cases(self.task)]
+
+    def run(self, case: Case) -> CaseOutcome:
+        """Judge one case as the session's mode asks, record it, and return its outcome."""
+        if case.kind == TEST:
+            outcome = self.judge.check_case(case, self.session.timeout(self.task, case.kind))
+        elif self.session.mode == "profile":
+            outcome = self._profile(case)
+        else:
+            outcome = self._benchmark(case)
+        outcome = explain(self, case, outcome)
+        self.session.recorder.record(self.task, self.ref, case, outcome)
+        if not outcome.passed and outcome.status != "skipped" and self.first_failure is None:
+            self.first_failure = (case, outcome)
+        return outcome
+
+    def _benchmark(self, case: Case) -> CaseOutcome:
+        session, task = self.session, self.task
+        progress = session._progress_for(task, case, reference=False)
+        outcome = self.judge.benchmark_case(
+            case,
+            session.timeout(task, case.kind),
+            session.plan(task),
+            progress=progress,
+            reference=self._reference_timing,
+        )
+        found = session.references.get(task, case) if outcome.reference_timing else None
+        if found is not None:  # which reference run the speedup came from; it keeps the samples
+            outcome.reference_timing = found.summary
+            outcome.details["reference_run"] = dict(found.provenance)
+        failure = session.references.failure(task, case)
+        if outcome.passed and found is None and failure:
+            outcome.details["reference_error"] = failure
+        return outcome
+
+    def _reference_timing(self, case: Case):
+        found = self.session.references.get(self.task, case)
+        return found.timing if found else None
+
+    def _profile(self, case: Case) -> CaseOutcome:
+        """One profiled call; under Nsight Compute in a worker of its own, started under ncu."""
+        session = self.session
+        profiler = session.profiler
+        report = profiler.report_path(self.task.name, self.ref.display, case.id)
+        launcher = None if is_evalpy_task(self.task) else profiler.launcher(report)
+        judge = self.judge
+        if launcher is not None:
+            modules = session.modules(self.task)
+            judge = make_judge(
+                self.task, modules, self.ref.path, True, WorkerPool(launcher=launcher)
+            )
+        try:
+            return judge.profile_case(case, session.timeout(self.task, case.kind), profiler, report)
+        finally:
+            if judge is not self.judge:
+                judge.close()
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+            self._judge = None

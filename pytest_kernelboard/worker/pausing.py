@@ -1,0 +1,79 @@
+"""Pause other workers' Python processes while a case is timed.
+
+A batch imports the next candidates while one is judged. Their Python processes could launch
+GPU work at import (or create their CUDA context) during another candidate's timed calls; a
+stopped process launches nothing. Only the worker's own Python process is stopped, not the
+compilers it started: a build keeps going on the CPU, which the timed calls do not use.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+WORKER_MODULE = b"pytest_kernelboard.worker.main"
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process under it, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces: the fields follow its end.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def python_processes(root_pid: int) -> list[int]:
+    """The worker's own Python process under `root_pid` (bwrap's children, or itself)."""
+    found = []
+    for pid in descendants(root_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if WORKER_MODULE in cmdline:
+            found.append(pid)
+    return found
+
+
+@contextmanager
+def paused(root_pids: Iterable[int]) -> Iterator[list[int]]:
+    """Stop the worker Python processes under each root pid for the duration; yield them."""
+    stopped = []
+    for root in root_pids:
+        for pid in python_processes(root):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            except OSError:
+                pass
+    try:
+        yield stopped
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+
+def resume(root_pid: int) -> None:
+    """Let a worker paused by `paused` go on (taken for a case while others are timed)."""
+    for pid in python_processes(root_pid):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass

@@ -1,0 +1,198 @@
+"""The batch judge: many candidates, one record each, in order, with verdicts a program can use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_kernelboard.batch import (
+    Candidate,
+    CandidateError,
+    UnknownLeaderboard,
+    batch_fast_p,
+    judge_many,
+    load_candidates,
+    record_schema,
+)
+
+GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
+CANDIDATES = {
+    "good": GOOD,
+    "wrong": "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 2)\n",
+    "syntax": "def custom_kernel(data)\n    return 1\n",
+    "raises": "def custom_kernel(data):\n    raise ValueError('boom')\n",
+    "shape": "def custom_kernel(data):\n    return (data[0] + 1)[:2]\n",
+    "dtype": "def custom_kernel(data):\n    return (data[0] + 1).double()\n",
+    # Writes its answer into its input x: right, but no drop-in for a pure function.
+    "inplace": "def custom_kernel(data):\n    x, out = data\n    return x.add_(1)\n",
+    "noentry": "def something_else(data):\n    return data\n",
+    "crash": "import os\ndef custom_kernel(data):\n    os._exit(7)\n",
+}
+EXPECTED = {  # id: (status, error_kind, flags)
+    "good": ("passed", None, []),
+    "wrong": ("failed", "incorrect_numerical", []),
+    "syntax": ("error", "compile_error", []),
+    "raises": ("error", "runtime_error", []),
+    "shape": ("failed", "incorrect_shape", []),
+    "dtype": ("failed", "incorrect_dtype", []),
+    "inplace": ("passed", None, ["mutates_inputs"]),
+    "noentry": ("error", "no_entry", []),
+    "crash": ("error", "crashed", []),
+}
+
+
+@pytest.fixture(scope="module")
+def mixed_batch(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """One mixed batch judged once (test mode) for the tests below."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("batch") / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    candidates = [Candidate(f"{name}.py", source) for name, source in CANDIDATES.items()]
+    return root, list(judge_many("addone", candidates, root=root))
+
+
+def test_every_candidate_gets_its_verdict_in_the_order_given(mixed_batch):
+    _, records = mixed_batch
+    assert [r["id"] for r in records] == [f"{name}.py" for name in CANDIDATES]
+    for record in records:
+        name = record["id"].removesuffix(".py")
+        status, kind, flags = EXPECTED[name]
+        assert (record["status"], record["error_kind"], record["flags"]) == (status, kind, flags), (
+            record["id"],
+            record["message"],
+        )
+        assert record["correct"] is (status == "passed")
+        assert record["speedup"] is None and record["tied"] is None  # test mode: not timed
+
+
+def test_feedback_names_the_failing_case_and_says_what_went_wrong(mixed_batch):
+    records = {r["id"]: r for r in mixed_batch[1]}
+    syntax = records["syntax.py"]
+    assert syntax["failed_case"].startswith("test[")
+    assert 'File "syntax.py", line 1' in syntax["message"]  # the compiler's own words
+    assert "frozen importlib" not in syntax["message"]
+    wrong = records["wrong.py"]["cases"][0]
+    assert wrong["mismatch"]["kind"] == "numerical"
+    assert wrong["mismatch"]["max_abs_error"] == pytest.approx(1.0, abs=1e-5)
+    assert "mismatch at" in wrong["message"]  # the leaderboard's own check message
+    assert records["inplace.py"]["cases"][0]["mutated_inputs"] == ["data[0]"]
+    assert 'File "raises.py", line 2' in records["raises.py"]["message"]
+
+
+def test_records_validate_against_the_generated_schema(mixed_batch):
+    schema = record_schema()
+    assert schema["title"] == "kernelboard.candidate/1"
+    for record in mixed_batch[1]:
+        jsonschema.validate(record, schema)
+    broken = dict(mixed_batch[1][0], status="fine")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_read_only_inputs_fail_a_kernel_that_writes_into_them(tmp_path, core_repo):
+    sidecar = core_repo / "leaderboards" / "addone" / "kernelboard.yml"
+    sidecar.write_text("read_only_inputs: true\n")
+    inplace = Candidate("inplace.py", CANDIDATES["inplace"])
+    # The reference writes `out` itself: writing it is what the kernel is asked to do.
+    good = Candidate("good.py", GOOD)
+    records = {r["id"]: r for r in judge_many("addone", [inplace, good], root=core_repo)}
+    assert records["inplace.py"]["status"] == "failed"
+    assert records["inplace.py"]["error_kind"] == "mutates_inputs"
+    assert "read-only" in records["inplace.py"]["message"]
+    assert records["good.py"]["status"] == "passed"
+    assert records["good.py"]["flags"] == []
+
+
+def test_fast_p_over_a_batch_is_kernelbenchs_share_correct_and_faster():
+    records = [
+        {"mode": "benchmark", "correct": True, "speedup": 2.5},
+        {"mode": "benchmark", "correct": True, "speedup": 1.2},
+        {"mode": "benchmark", "correct": True, "speedup": 0.8},
+        {"mode": "benchmark", "correct": False, "speedup": None},
+    ]
+    # By hand: correct 3/4; faster than 1x: 2.5 and 1.2; than 1.5x and 2x: only 2.5.
+    assert batch_fast_p(records) == {"0": 0.75, "1": 0.5, "1.5": 0.25, "2": 0.25}
+    untimed = [dict(r, mode="test", speedup=None) for r in records]
+    assert batch_fast_p(untimed) == {"0": 0.75, "1": None, "1.5": None, "2": None}
+
+
+def test_candidates_come_from_files_folders_and_jsonl(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    (folder / "b.py").write_text(GOOD)
+    (folder / "a.cu").write_text("// cuda\n")
+    (folder / "notes.txt").write_text("ignored")
+    lines = tmp_path / "batch.jsonl"
+    lines.write_text(json.dumps({"id": "x1", "source": GOOD}) + "\n\n")
+    single = tmp_path / "one.py"
+    single.write_text(GOOD)
+    found = load_candidates([single, folder, lines])
+    assert [(c.id, c.lang) for c in found] == [
+        ("one.py", "py"),
+        ("a.cu", "cu"),
+        ("b.py", "py"),
+        ("x1", "py"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "batch.jsonl:1: not JSON"),
+        ('{"id": "a"}', "batch.jsonl:1: missing key(s) source"),
+        ('{"id": "a", "source": "", "lang": "rust"}', "batch.jsonl:1: candidate 'a': lang must"),
+    ],
+)
+def test_a_bad_jsonl_line_is_named(tmp_path, content, message):
+    lines = tmp_path / "batch.jsonl"
+    lines.write_text(content + "\n")
+    with pytest.raises(CandidateError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_candidates([lines])
+
+
+def test_duplicate_ids_and_unknown_leaderboards_are_refused(tmp_path, core_repo):
+    lines = tmp_path / "batch.jsonl"
+    lines.write_text("\n".join(json.dumps({"id": "a", "source": GOOD}) for _ in range(2)))
+    with pytest.raises(CandidateError, match="'a' is given twice"):
+        load_candidates([lines])
+    with pytest.raises(UnknownLeaderboard, match="unknown leaderboard 'nope'"):
+        list(judge_many("nope", [Candidate("a", GOOD)], root=core_repo))
+
+
+def test_the_command_streams_jsonl_and_ends_with_fast_p(tmp_path, core_repo):
+    folder = tmp_path / "cands"
+    folder.mkdir()
+    (folder / "good.py").write_text(GOOD)
+    (folder / "wrong.py").write_text(CANDIDATES["wrong"])
+    out = tmp_path / "records.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_kernelboard.cli", "judge", "addone", str(folder)]
+        + ["--out", str(out), "--root", str(core_repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["status"]) for r in records] == [
+        ("good.py", "passed"),
+        ("wrong.py", "failed"),
+    ]
+    assert "[2/2] wrong.py: failed (incorrect_numerical)" in result.stderr
+    assert "2 candidates judged; fast_0 0.50" in result.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest_kernelboard.cli", "judge", "nope", str(folder)]
+        + ["--root", str(core_repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert "unknown leaderboard 'nope'" in bad.stderr
+    assert "Traceback" not in bad.stderr
