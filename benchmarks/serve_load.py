@@ -102,6 +102,7 @@ class Client(threading.Thread):
         self.url, self.candidates, self.job_size, self.mode = url, candidates, job_size, mode
         self.records: list[dict] = []
         self.refusals = 0  # 429s
+        self.retry_after: list[float] = []  # what each 429 said
         self.latencies: list[float] = []  # job submitted -> job done
         self.errors: list[str] = []
 
@@ -126,7 +127,8 @@ class Client(threading.Thread):
                     if status != 429:
                         break
                     self.refusals += 1
-                    time.sleep(min(float(headers.get("Retry-After", "1")), 5.0))
+                    self.retry_after.append(float(headers.get("Retry-After", "1")))
+                    time.sleep(min(self.retry_after[-1], 60.0))
                 if status != 202:
                     self.errors.append(f"POST answered {status}: {answer}")
                     return
@@ -235,8 +237,10 @@ def main() -> int:
 
     print(f"clients {args.clients}, candidates {args.candidates}, jobs of {args.job_size}, "
           f"queue limit {args.max_queue}, mode {args.mode}")  # fmt: skip
+    waits = [x for c in clients for x in c.retry_after]
     print(f"wall {wall:.1f} s; {60 * args.candidates / wall:.1f} candidates/min; "
-          f"429 answers {sum(c.refusals for c in clients)}")  # fmt: skip
+          f"429 answers {len(waits)}"
+          + (f" (Retry-After median {statistics.median(waits):g} s)" if waits else ""))  # fmt: skip
     print(f"job latency (submitted -> done): median {statistics.median(latencies):.1f} s, "
           f"max {latencies[-1]:.1f} s" if latencies else "no job finished")  # fmt: skip
     print(f"records: {sum(len(v) for v in got.values())} via the API, {len(on_disk)} on disk; "
