@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from service_helpers import BROKEN, CORRECT, WRONG, ServerProcess, call, sandbox_flags
+import pytest
+from service_helpers import BROKEN, CORRECT, WRONG, ServerProcess, call
+
+from pytest_kernelboard.cli import main
+from pytest_kernelboard.service.server import require_sandbox
+from pytest_kernelboard.worker import sandbox
 
 TOKEN = "e2e-token-0123456789abcdef"
 
@@ -97,52 +100,39 @@ def test_a_server_killed_mid_job_finishes_it_after_a_restart(
     assert [json.loads(line)["id"] for line in on_disk] == [c["id"] for c in job["candidates"]]
 
 
-def serve_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest_kernelboard.cli", "serve", "--port", "0", *extra]
+def test_serve_refuses_to_start_without_the_sandbox_unless_told(
+    core_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(sandbox.POLICY_VARIABLE, "auto")
+    monkeypatch.setattr(sandbox, "probe", lambda: "bwrap is not installed")
+    assert main(["serve", "--port", "0", "--root", str(core_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "untrusted code" in err and "bwrap is not installed" in err and "--no-sandbox" in err
+    # Told explicitly, it goes on, says so, and every worker starts unsandboxed.
+    assert require_sandbox(no_sandbox=True).startswith("sandbox: OFF")
+    assert os.environ[sandbox.POLICY_VARIABLE] == "off"
 
 
-def test_serve_refuses_to_start_without_the_sandbox_unless_told(core_repo: Path) -> None:
-    env = {**os.environ, "KERNELBOARD_BWRAP": "/nonexistent/bwrap", "KERNELBOARD_SANDBOX": "auto"}
-    refused = subprocess.run(
-        serve_command("--root", str(core_repo)),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert refused.returncode == 2
-    assert "untrusted code" in refused.stderr and "--no-sandbox" in refused.stderr
-
-    told = subprocess.Popen(
-        serve_command("--root", str(core_repo), "--no-sandbox"),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        line = told.stdout.readline()
-        assert "kernelboard serve: http://127.0.0.1:" in line and "sandbox: OFF" in line
-    finally:
-        told.terminate()
-        told.wait(timeout=60)
+def test_with_the_sandbox_every_worker_must_use_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.POLICY_VARIABLE, "auto")
+    monkeypatch.setattr(sandbox, "probe", lambda: None)
+    assert require_sandbox(no_sandbox=False) == "sandbox: on"
+    assert os.environ[sandbox.POLICY_VARIABLE] == "require"
 
 
-def test_serve_refuses_another_address_without_a_token(core_repo: Path, tmp_path: Path) -> None:
-    refused = subprocess.run(
-        serve_command("--root", str(core_repo), "--host", "0.0.0.0", *sandbox_flags()),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert refused.returncode == 2 and "--token-file" in refused.stderr
+def test_serve_refuses_another_address_without_a_token(
+    core_repo: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(sandbox.POLICY_VARIABLE, "off")
+    serve = ["serve", "--port", "0", "--root", str(core_repo)]
+    assert main([*serve, "--host", "0.0.0.0"]) == 2
+    assert "pass --token-file" in capsys.readouterr().err
     short = tmp_path / "short"
     short.write_text("abc")
-    refused = subprocess.run(
-        serve_command("--root", str(core_repo), "--token-file", str(short), *sandbox_flags()),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert refused.returncode == 2 and f"--token-file {short}" in refused.stderr
+    assert main([*serve, "--token-file", str(short)]) == 2
+    assert f"--token-file {short}: the token must be" in capsys.readouterr().err
+    assert main([*serve, "--root", str(tmp_path)]) == 2
+    assert "no leaderboards/ folder" in capsys.readouterr().err
