@@ -35,13 +35,19 @@ def load_example(name: str) -> ModuleType:
 
 
 class FakeJudge:
-    """Judges instantly (a source containing 'wrong' fails); `gate`, when given, holds every
-    record until it is set, so tests can keep the queue full."""
+    """Judges instantly (a source containing 'wrong' fails). `gate`, when given, holds every
+    record until it is set, so tests can keep the queue full; `gates` holds the record of a
+    candidate whose source is one of its keys until that gate is set."""
 
     description = "fake"
 
-    def __init__(self, gate: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        gate: threading.Event | None = None,
+        gates: dict[str, threading.Event] | None = None,
+    ) -> None:
         self.gate = gate
+        self.gates = gates or {}
         self.calls: list[tuple[str, list[str], str]] = []
 
     def __call__(self, leaderboard: str, candidates: Sequence[Any], mode: str) -> Iterator[dict]:
@@ -49,6 +55,8 @@ class FakeJudge:
         for candidate in candidates:
             if self.gate is not None:
                 self.gate.wait()
+            if candidate.source in self.gates:
+                self.gates[candidate.source].wait()
             ok = "wrong" not in candidate.source
             yield {
                 "id": candidate.id,

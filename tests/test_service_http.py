@@ -215,6 +215,32 @@ def test_jobs_for_one_leaderboard_share_one_judge_call(tmp_path: Path) -> None:
     assert [ids for _, ids, _ in judge.calls] == [["c0"], ["c0", "c1", "c0"]]
 
 
+def test_a_job_done_early_in_a_batch_is_answered_at_once(tmp_path: Path) -> None:
+    gates = {"hold-first": threading.Event(), "hold-last": threading.Event()}
+
+    async def body(client: TestClient) -> None:
+        try:
+            await client.post("/v1/jobs", json=job("hold-first"))  # keeps the judge busy
+            while not (await (await client.get("/v1/health")).json())["running"]:
+                await asyncio.sleep(0.01)
+            early = (await (await client.post("/v1/jobs", json=job("ok"))).json())["job"]
+            late = (await (await client.post("/v1/jobs", json=job("hold-last"))).json())["job"]
+            gates["hold-first"].set()  # the next batch: `early` and `late` together
+            started = asyncio.get_running_loop().time()
+            answer = await (await client.get(f"/v1/jobs/{early}?wait=30")).json()
+            assert answer["state"] == "done"
+            assert asyncio.get_running_loop().time() - started < 10  # not the 30 s wait
+            pending = await (await client.get(f"/v1/jobs/{late}")).json()
+            assert pending["state"] == "running" and pending["done"] == 0
+        finally:
+            for gate in gates.values():
+                gate.set()
+
+    judge = FakeJudge(gates=gates)
+    serve(tmp_path / "state", judge, body)
+    assert [ids for _, ids, _ in judge.calls] == [["c0"], ["c0", "c0"]]
+
+
 def test_a_judge_that_raises_fails_the_job_with_its_message(tmp_path: Path) -> None:
     class Exploding(FakeJudge):
         def __call__(self, leaderboard, candidates, mode):

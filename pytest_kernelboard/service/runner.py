@@ -165,9 +165,18 @@ class JobRunner:
                 await asyncio.wait_for(event.wait(), wait_s)
             except TimeoutError:
                 pass
-        done = job.records  # read once: the judge's thread only ever raises it
+        # One snapshot, read in this order: the judge's thread only ever raises `records`, and
+        # sets `failed` after its last record, so a state never claims records it does not show.
+        failed = job.failed is not None
+        done = job.records
+        if failed:
+            state = "failed"
+        elif done == job.total:
+            state = "done"
+        else:
+            state = "running" if job in self._running else "queued"
         lines = await asyncio.to_thread(self.store.record_lines, job, done)
-        return JobView(job=job, state=self._state(job), done=done, records=lines)
+        return JobView(job=job, state=state, done=done, records=lines)
 
     def health(self) -> dict[str, Any]:
         window = min(RATE_WINDOW_S, max(time.monotonic() - self._started, 1.0))
@@ -186,13 +195,6 @@ class JobRunner:
         }
 
     # -- the judge ---------------------------------------------------------------------------
-
-    def _state(self, job: StoredJob) -> str:
-        if job.failed is not None:
-            return "failed"
-        if job.records == job.total:
-            return "done"
-        return "running" if job in self._running else "queued"
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -260,6 +262,8 @@ class JobRunner:
                     ) from None
                 self.store.append(job, line)
                 judged += 1
+                if job.records == job.total:  # its waiters need not wait for the batch
+                    loop.call_soon_threadsafe(self._announce_finished, job)
                 loop.call_soon_threadsafe(self._recorded_at.append, time.monotonic())
                 if self._stopping.is_set():
                     return
@@ -276,6 +280,7 @@ class JobRunner:
             for job in batch:
                 if not _finished(job):
                     self.store.fail(job, f"the judge stopped: {message}")
+                    loop.call_soon_threadsafe(self._announce_finished, job)
         finally:
             if stream is not None and hasattr(stream, "close"):
                 try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -76,19 +77,19 @@ class JobStore:
                 "another --state"
             ) from None
         self._next_seq = 0
+        self._seq_lock = threading.Lock()
 
     def close(self) -> None:
         self._lock.close()
 
     def create(self, request: JobRequest) -> StoredJob:
         """File a new job; on return it survives a kill."""
+        with self._seq_lock:  # jobs are filed from several threads at once
+            seq = self._next_seq
+            self._next_seq += 1
         job = StoredJob(
-            id=uuid.uuid4().hex,
-            seq=self._next_seq,
-            submitted=format_utc(now_utc()),
-            request=request,
+            id=uuid.uuid4().hex, seq=seq, submitted=format_utc(now_utc()), request=request
         )
-        self._next_seq += 1
         folder = self.jobs_dir / job.id
         folder.mkdir()
         (folder / RECORDS_FILE).touch()
