@@ -131,6 +131,8 @@ def test_a_host_copy_is_refused_unless_it_is_a_host_tensor():
 def test_the_window_grows_with_headroom_and_never_shrinks():
     assert window.grown_size(1000, 0) == 1250
     assert window.grown_size(1000, 4096) == 4096
+    # A large window's headroom is capped: it would be memory no case uses.
+    assert window.grown_size(8 << 30, 0) == (8 << 30) + window.HEADROOM_MAX_BYTES
 
 
 def test_a_descriptor_crosses_the_socket_after_its_frame():

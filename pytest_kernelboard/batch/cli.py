@@ -82,6 +82,7 @@ def _records(args: argparse.Namespace, candidates: list) -> Iterator[dict[str, A
         root=root,
         gpus=args.gpus,
         excessive_speedup=args.excessive_speedup,
+        profile=args.profile,
     )
 
 
@@ -134,6 +135,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="X",
         help=f"flag speedups above X as excessive_speedup (default {DEFAULT_EXCESSIVE_SPEEDUP:g}, "
         "KernelBench's)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="records carry the longest kernels of a timed call and each case's speed of light "
+        "(benchmark mode on a GPU)",
     )
     parser.add_argument(
         "--root",

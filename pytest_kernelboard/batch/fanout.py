@@ -31,13 +31,15 @@ def judge_on_gpus(
     root: Path,
     gpus: Sequence[int],
     excessive_speedup: float,
+    profile: bool = False,
 ) -> Iterator[dict[str, Any]]:
     done: Queue[tuple[int, int, dict[str, Any] | None]] = Queue()
     processes = []
     for gpu in gpus:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
         process = subprocess.Popen(
-            [sys.executable, "-m", __name__, leaderboard, mode, str(root), str(excessive_speedup)],
+            [sys.executable, "-m", __name__, leaderboard, mode, str(root), str(excessive_speedup)]
+            + (["--profile"] if profile else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -91,12 +93,13 @@ def judge_on_gpus(
 
 
 def main(argv: list[str]) -> int:
-    """One GPU's judge: candidates in on stdin, records out on stdout, as each is done."""
+    """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
+    argv: LEADERBOARD MODE ROOT EXCESSIVE [--profile]"""
     from .judge import BatchJudge, find_task
 
-    leaderboard, mode, root, excessive = argv
+    leaderboard, mode, root, excessive = argv[:4]
     task, root_path = find_task(leaderboard, Path(root))
-    judge = BatchJudge(task, mode, root_path, float(excessive))
+    judge = BatchJudge(task, mode, root_path, float(excessive), profile="--profile" in argv)
     out = sys.stdout
     sys.stdout = sys.stderr  # anything else printed must not corrupt the record stream
 

@@ -28,6 +28,7 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession
 from ..evaluation.submission import SubmissionEvaluation
+from ..judge.kernels import only_library_kernels, top_kernels
 from ..judge.staging import remove_staged
 from ..names import slug
 from ..results.recorder import case_record
@@ -35,9 +36,10 @@ from ..results.summary import evaluation_summary
 from ..spec.cases import TEST
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
+from ..stats.speed_of_light import speed_of_light
 from ..worker.pausing import paused
 from .candidates import Candidate
-from .records import DEFAULT_EXCESSIVE_SPEEDUP, candidate_record
+from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
@@ -73,11 +75,13 @@ def judge_many(
     gpus: Sequence[int] | None = None,
     excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
     progress: Progress | None = None,
+    profile: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready record per candidate (schema: records.record_schema()), in the order
     given, each as soon as it and the ones before it are judged.
 
     gpus: the GPUs to judge on (None: every GPU of this host; one CPU judge where there is none).
+    profile: records carry the longest kernels of a timed call and each case's speed of light.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -86,7 +90,7 @@ def judge_many(
     devices = list(gpus) if gpus is not None else visible_gpus()
     if len(devices) <= 1:
         with _pinned(devices[0] if devices else None):
-            judge = BatchJudge(task, mode, root, excessive_speedup, progress)
+            judge = BatchJudge(task, mode, root, excessive_speedup, progress, profile=profile)
             try:
                 yield from judge.judge(candidates)
             finally:
@@ -94,7 +98,7 @@ def judge_many(
         return
     from .fanout import judge_on_gpus  # one judge process per GPU
 
-    yield from judge_on_gpus(task.name, candidates, mode, root, devices, excessive_speedup)
+    yield from judge_on_gpus(task.name, candidates, mode, root, devices, excessive_speedup, profile)
 
 
 def visible_gpus() -> list[int]:
@@ -135,10 +139,12 @@ class BatchJudge:
         excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
         progress: Progress | None = None,
         spares: int | None = None,
+        profile: bool = False,
     ):
         self.task = task
         self.mode = mode
         self.excessive_speedup = excessive_speedup
+        self.profile = profile
         self.session = JudgingSession(mode, root, progress=progress)
         self.session.pool.spares = spares if spares is not None else default_spares()
         self.session.modules(task)  # imported once, here, before any thread looks ahead
@@ -217,10 +223,11 @@ class BatchJudge:
             if case.kind == TEST:
                 outcomes.append((case, evaluation.run(case)))
             else:  # no other candidate's worker runs while this one is timed
-                others = [w.process.pid for e in others for w in e.workers()]
-                others += [w.process.pid for w in self.session.pool.spare_workers()]
-                with paused(others):
+                idle = [w.process.pid for e in others for w in e.workers()]
+                idle += [w.process.pid for w in self.session.pool.spare_workers()]
+                with paused(idle):
                     outcomes.append((case, evaluation.run(case)))
+        extra_flags, profile = self._census(evaluation, outcomes)
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
         records = [case_record(c, o).to_json() for c, o in outcomes]
         summary = evaluation_summary(records, self.task, self.mode).to_json()
@@ -235,7 +242,32 @@ class BatchJudge:
             summary,
             time.perf_counter() - started,
             self.excessive_speedup,
+            extra_flags,
+            profile,
         ).to_json()
+
+    def _census(
+        self, evaluation: SubmissionEvaluation, outcomes: list
+    ) -> tuple[list[Flag], dict[str, Any] | None]:
+        """In benchmark mode on a GPU: the kernels one call of the first timed case launches.
+        Only library kernels is a flag; with --profile the record gets the longest ones and
+        each timed case's share of peak bandwidth."""
+        timed = [(c, o) for c, o in outcomes if c.kind != TEST and o.passed]
+        if self.mode != "benchmark" or not timed or not self.session.use_cuda:
+            return [], None
+        judge = evaluation.judge
+        census = getattr(judge, "kernel_census", lambda *_: None)(
+            timed[0][0], self.session.timeout(self.task, timed[0][0].kind)
+        )
+        flags = [Flag.ONLY_LIBRARY_KERNELS] if census and only_library_kernels(census) else []
+        if not self.profile:
+            return flags, None
+        return flags, {
+            "kernels": top_kernels(census or []),
+            "speed_of_light": {
+                c.id: speed_of_light(o.timing) for c, o in timed if o.timing is not None
+            },
+        }
 
     def close(self) -> None:
         self.session.close()

@@ -187,6 +187,7 @@ def candidate_record(
     duration_s: float,
     excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
     extra_flags: Sequence[Flag] = (),
+    profile: dict[str, Any] | None = None,
 ) -> CandidateRecord:
     """The record of one candidate from its cases' outcomes and its evaluation's summary."""
     failures = [(c, o) for c, o in outcomes if o.status not in ("passed", "skipped", "not_run")]
@@ -227,6 +228,7 @@ def candidate_record(
         },
         cases=tuple(case_feedback(c, o) for c, o in outcomes),
         duration_s=round(duration_s, 3),
+        profile=ABSENT if profile is None else profile,
     )
 
 

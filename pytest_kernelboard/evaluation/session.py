@@ -169,7 +169,7 @@ class JudgingSession:
             # The submission's case stands without a speedup; the reason goes into its record.
             raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
         finally:
-            judge.release_cached_memory()
+            judge.release_cached_memory(windows=True)
 
     def _progress_for(self, task: TaskSpec, case: Case, reference: bool):
         if self.progress is None:

@@ -7,6 +7,7 @@ leaderboard's own check_implementation.
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -19,10 +20,10 @@ from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
 from ..worker.builds import write_build_spec
-from ..worker.client import WorkerFailure, WorkerPool, WorkerProcess
+from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
 from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind, Op, needs_cuda
-from . import outside_clock
+from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
 from .measure import (
@@ -32,12 +33,16 @@ from .measure import (
     TimingPlan,
     VerificationFailure,
 )
+from .memory import is_frugal
 from .mutation import written_leaves
 from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardError, LeaderboardModules
 from .staging import module_name, stage
 
 STARTUP_TIMEOUT_S = 120.0
+# A case's end lets go of the worker's device windows above this size (small ones stay: making
+# them again costs more than they hold).
+RELEASE_WINDOWS_ABOVE = 256 << 20
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 PROFILER_EXIT_GRACE_S = 120.0
 
@@ -101,6 +106,14 @@ def generate_input(modules: LeaderboardModules, case: Case, call_index: int = 0)
         if needs_cuda(str(exc.original)):
             raise Skip(f"needs CUDA: the reference's generate_input says: {exc.original}") from None
         raise
+
+
+def own(reply: Reply) -> Any:
+    """A reply's output as the judge may keep it: as it came where it is the judge's own (a
+    copy out of a window) or read in place (a frugal reply, the worker stopped meanwhile), else
+    a private copy (shared memory and CUDA IPC map memory the worker can still write)."""
+    output = reply.payload["output"]
+    return output if reply.owned or reply.in_place else clone_data(output)
 
 
 def seed_everything(seed: int) -> None:
@@ -188,34 +201,102 @@ class SubmissionJudge:
         return generate_input(self.modules, case, call_index)
 
     def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
-        return self._judged(lambda: self._check_case(case, timeout_s))
+        outcome = self._judged(case, lambda: self._check_case(case, timeout_s))
+        self.release_cached_memory(windows=True)
+        return outcome
 
-    def _judged(self, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
-        """Run one case's judging: what went wrong becomes its status; the duration is stamped."""
+    def _judged(self, case: Case, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
+        """Run one case's judging within the GPU's shared memory budget: what went wrong
+        becomes its status; the duration is stamped."""
         started = time.perf_counter()
         if self._timed_out:  # a hanging submission costs one timeout, not one per case
             return CaseOutcome("not_run", EARLIER_TIMEOUT, after_timeout=True)
-        try:
-            outcome = judge()
-        except Skip as skip:
-            outcome = CaseOutcome("skipped", str(skip))
-        except VerificationFailure as failure:
-            outcome = CaseOutcome("failed", str(failure))
-        except ProfileError as exc:
-            outcome = CaseOutcome("error", f"profiling failed: {exc}")
-        except WorkerFailure as failure:
-            outcome = self._failure_outcome(failure)
-        except ReferenceCannotRun as exc:  # the same for every submission: not theirs to fail
-            outcome = CaseOutcome("not_run", str(exc))
-        except OutputUncheckable as exc:
-            outcome = CaseOutcome("failed", str(exc))
-        except Exception as exc:  # the harness itself raised
-            # The case must still be recorded: a results document never silently lacks one.
-            last_line = traceback.format_exception_only(exc)[-1].strip()
-            outcome = CaseOutcome("error", f"the judge raised: {last_line}")
+        budget = gpu_budget.for_device() if self.use_cuda else None
+        if budget is None:
+            outcome = self._outcome_of(judge)
+        else:
+            outcome = self._within_budget(budget, case, judge)
         self._timed_out = self._timed_out or outcome.status == "timeout"
         outcome.duration_s = time.perf_counter() - started
         return outcome
+
+    def _within_budget(
+        self, budget: gpu_budget.GpuBudget, case: Case, judge: Callable[[], CaseOutcome]
+    ) -> CaseOutcome:
+        """The case holds its share of the GPU while it runs; one that runs out of memory
+        beside other cases waits until it can run alone and runs once more. Out of memory
+        alone in the judge (the input, the reference, the check) is the leaderboard's case not
+        fitting this GPU: not run, saying what it needs and what the GPU has."""
+        import torch
+
+        key = f"{self.task.name}/{case.kind}/{case.index}"
+        with budget.held(budget.reservation(key), waiting=self._waiting_note(case)):
+            torch.cuda.reset_peak_memory_stats()
+            outcome = self._outcome_of(judge)
+            budget.learn(key, self._peak_bytes())
+        if not _out_of_memory(outcome):
+            return outcome
+        self._discard_worker()  # it may hold what ran out; the retry starts clean
+        self.release_cached_memory()
+        with budget.held(budget.capacity(1), alone=True, waiting=self._waiting_note(case)):
+            torch.cuda.reset_peak_memory_stats()
+            outcome = self._outcome_of(judge)
+            peak = self._peak_bytes()
+        if (
+            _out_of_memory(outcome)
+            and outcome.status in ("not_run", "error")
+            and not (outcome.error_kind is not None or outcome.during_import)
+        ):
+            return CaseOutcome("not_run", budget.too_large(peak, outcome.message.splitlines()[-1]))
+        return outcome
+
+    def _waiting_note(self, case: Case) -> Callable[[int, int], None]:
+        label = f"{self.task.name} {case.kind}[{case.id}]"
+
+        def note(need: int, others: int) -> None:
+            print(
+                f"kernelboard: {label} waits for {need / gpu_budget.GiB:.1f} GiB of device "
+                f"memory (other cases on this GPU hold {others / gpu_budget.GiB:.1f} GiB)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        return note
+
+    def _peak_bytes(self) -> int:
+        """Device memory this case held at its peak: the judge's, its windows, its worker's."""
+        import torch
+
+        held = torch.cuda.max_memory_reserved()
+        worker = self._worker
+        if worker is not None:
+            held += sum(w.size for w in worker.windows.values()) + worker.peak_bytes
+        return held
+
+    def _discard_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+
+    def _outcome_of(self, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
+        try:
+            return judge()
+        except Skip as skip:
+            return CaseOutcome("skipped", str(skip))
+        except VerificationFailure as failure:
+            return CaseOutcome("failed", str(failure))
+        except ProfileError as exc:
+            return CaseOutcome("error", f"profiling failed: {exc}")
+        except WorkerFailure as failure:
+            return self._failure_outcome(failure)
+        except ReferenceCannotRun as exc:  # the same for every submission: not theirs to fail
+            return CaseOutcome("not_run", str(exc))
+        except OutputUncheckable as exc:
+            return CaseOutcome("failed", str(exc))
+        except Exception as exc:  # the harness itself raised
+            # The case must still be recorded: a results document never silently lacks one.
+            last_line = traceback.format_exception_only(exc)[-1].strip()
+            return CaseOutcome("error", f"the judge raised: {last_line}")
 
     def settle(self) -> None:
         """Finish the judge's own GPU work (input generation, copies) before the worker runs.
@@ -231,17 +312,25 @@ class SubmissionJudge:
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         pristine = self.generate_or_not_run(case)
         worker = self.worker()
-        worker_copy = clone_data(pristine)
+        sent = worker.private_copy(pristine)
+        frugal = is_frugal(pristine)
         self.settle()
-        reply = worker.request(Op.CALL, timeout_s, data=worker_copy)
+        reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
         self._last_call_us = reply.elapsed_s * 1e6
-        # Which inputs it wrote, on the small correctness cases (a copy of the inputs each).
-        mutated = self._mutated_inputs(pristine, worker, worker_copy) if case.kind == TEST else []
-        output = clone_data(reply.payload["output"])  # own it: detach from shared memory
+        # Which inputs it wrote, on the small correctness cases (a copy of the inputs each); a
+        # frugal reply's output has already been written over them.
+        mutated = (
+            self._mutated_inputs(pristine, worker, sent) if case.kind == TEST and not frugal else []
+        )
+        output = own(reply)
+        del sent, reply
         try:
-            ok, message = self.check(case, pristine, output)
+            ok, message = self.verified(worker, case, pristine, output)
         except OutputUncheckable as exc:
             ok, message = False, str(exc)
+        finally:
+            if frugal:
+                self.release_cached_memory()
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
         if not ok:
             outcome.details["mismatch"] = self._diagnose(case, output)
@@ -287,6 +376,18 @@ class SubmissionJudge:
         except LeaderboardError as exc:
             raise ReferenceCannotRun(exc) from None
 
+    def verified(
+        self, worker: WorkerProcess, case: Case, pristine: Any, output: Any
+    ) -> tuple[bool, str]:
+        """check(), then, for an output read in place, that it did not change meanwhile."""
+        ok, message = self.check(case, pristine, output)
+        if ok and not worker.output_unchanged(output):
+            return False, (
+                "the output changed while the judge checked it: work the call left running "
+                "wrote into it after the reply"
+            )
+        return ok, message
+
     def check(self, case: Case, pristine: Any, output: Any) -> tuple[bool, str]:
         """check_implementation on the submission's output. Where it raises, the reference's
         own output on a fresh copy of the input decides whose failure it is: a check that
@@ -313,20 +414,27 @@ class SubmissionJudge:
         reference: Callable[[Case], dict[str, Any] | None] | None = None,
     ) -> CaseOutcome:
         """Correctness on the case's own input, then timing on fresh inputs, then the speedup."""
-        outcome = self._judged(lambda: self._benchmark(case, timeout_s, plan, progress, reference))
-        self.release_cached_memory()
+        outcome = self._judged(
+            case, lambda: self._benchmark(case, timeout_s, plan, progress, reference)
+        )
+        self.release_cached_memory(windows=True)
         return outcome
 
-    def release_cached_memory(self) -> None:
+    def release_cached_memory(self, windows: bool = False) -> None:
         """Hand the judge's cached, unused device memory back to the driver after a timed case.
 
         torch's allocator keeps freed blocks for reuse in this process only. Cases of growing
         size never reuse them, and the workers (other processes, timed next) could run out of
-        memory that the judge holds but does not use."""
-        if self.use_cuda:
-            import torch
+        memory that the judge holds but does not use. windows: at a case's end, also let go of
+        the worker's device windows where they are large (an idle judge, the reference's while
+        a submission runs, must not hold a copy of the last case's inputs)."""
+        if not self.use_cuda:
+            return
+        import torch
 
-            torch.cuda.empty_cache()
+        if windows and self._worker is not None and self._worker.alive:
+            self._worker.release_windows(above=RELEASE_WINDOWS_ABOVE)
+        torch.cuda.empty_cache()
 
     def _benchmark(
         self,
@@ -365,20 +473,33 @@ class SubmissionJudge:
             self._calibration["preroll_us"] = preroll_for(self._calibration)
         preroll_us = preroll_for(self._calibration)
 
-        def request_time(data: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+        frugal: bool | None = None  # decided on the first timed call's input
+
+        def request_time(pristine: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+            nonlocal frugal
+            frugal = is_frugal(pristine) if frugal is None else frugal
+            sent = worker.private_copy(pristine)
             self.settle()
             reply = worker.request(
-                Op.TIME, remaining_s, data=data, flush_bytes=flush_bytes, preroll_us=preroll_us
+                Op.TIME,
+                remaining_s,
+                data=sent,
+                flush_bytes=flush_bytes,
+                preroll_us=preroll_us,
+                frugal=frugal,
             )
-            return outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
+            payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
+            payload["output"] = own(reply)
+            return payload
 
-        timer = CaseTimer(
-            self.generate_or_not_run,
-            request_time,
-            lambda pristine, output: self.check(case, pristine, output),
-            self.use_cuda,
-            progress,
-        )
+        def verify(pristine: Any, output: Any) -> tuple[bool, str]:
+            try:
+                return self.verified(worker, case, pristine, output)
+            finally:
+                if frugal:  # the next call's input and the worker's call need the room
+                    self.release_cached_memory()
+
+        timer = CaseTimer(self.generate_or_not_run, request_time, verify, self.use_cuda, progress)
         label = f"{self.task.name} {case.kind}[{case.id}]"
         measurement = timer.measure(
             case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
@@ -386,13 +507,30 @@ class SubmissionJudge:
         self._last_call_us = None
         return measurement
 
+    def kernel_census(self, case: Case, timeout_s: float) -> list[tuple[str, float]] | None:
+        """The GPU kernels one verified call of the case launches (name, device µs), or None
+        where this cannot be known (no GPU, the call failed, the output was wrong)."""
+        if not self.use_cuda:
+            return None
+        try:
+            pristine = self.generate_or_not_run(case, 1)
+            worker = self.worker()
+            sent = worker.private_copy(pristine)
+            self.settle()
+            reply = worker.request(Op.KERNELS, timeout_s, data=sent)
+            ok, _ = self.check(case, pristine, own(reply))
+            launched = [(str(name), float(us)) for name, us in reply.payload["kernels"]]
+        except Exception:  # a census is feedback: the case's verdict stands without it
+            return None
+        return launched if ok else None
+
     # -- one profiled case -----------------------------------------------------------------------
     def profile_case(
         self, case: Case, timeout_s: float, profiler: CaseProfiler, report: Path
     ) -> CaseOutcome:
         """Correctness on the case's own input (which also warms up), then one profiled call on
         a fresh input, its output verified; the profile's summary goes into the outcome."""
-        return self._judged(lambda: self._profile(case, timeout_s, profiler, report))
+        return self._judged(case, lambda: self._profile(case, timeout_s, profiler, report))
 
     def _profile(
         self, case: Case, timeout_s: float, profiler: CaseProfiler, report: Path
@@ -402,14 +540,16 @@ class SubmissionJudge:
         if not outcome.passed:
             return outcome
         pristine = self.generate_or_not_run(case, 1)
+        worker = self.worker()
+        sent = worker.private_copy(pristine)
         self.settle()
-        reply = self.worker().request(
+        reply = worker.request(
             Op.PROFILE,
             max(timeout_s - (time.perf_counter() - started), 1.0),
-            data=clone_data(pristine),
+            data=sent,
             trace_path=None if profiler.ncu else str(report),
         )
-        ok, message = self.check(case, pristine, clone_data(reply.payload["output"]))
+        ok, message = self.check(case, pristine, own(reply))
         if not ok:
             return CaseOutcome("failed", f"the profiled call's output: {message}")
         log = ""
@@ -445,6 +585,10 @@ class SubmissionJudge:
             during_import=getattr(failure, "during_import", False),
             timed_out_after_s=failure.timeout_s,
         )
+
+
+def _out_of_memory(outcome: CaseOutcome) -> bool:
+    return outcome.status != "passed" and gpu_budget.is_out_of_memory(outcome.message)
 
 
 def lacks_cuda(failure: WorkerFailure) -> bool:

@@ -33,6 +33,7 @@ from ..spec.task import TaskSpec
 from ..stats.floors import clock_drop_flag
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
+from ..worker.cloning import clone_data
 from ..worker.protocol import ErrorKind, Op
 from . import devices
 from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda, seed_everything
@@ -397,14 +398,14 @@ class DistributedJudge(SubmissionJudge):
                 for r in group.request(
                     Op.TIME,
                     remaining_s,
-                    per_rank=[{"data": d} for d in data],
+                    per_rank=[{"data": clone_data(d)} for d in data],
                     flush_bytes=flush_bytes,
                     preroll_us=preroll_us,
                 )
             ]
             per_call.append([r["device_us"] for r in replies])
             return {
-                "output": [r["output"] for r in replies],
+                "output": [clone_data(r["output"]) for r in replies],  # the judge's own
                 "device_us": max(r["device_us"] for r in replies),  # the slowest rank's
                 "wall_us": max(r["wall_us"] for r in replies),
                 "dispatch_us": max(r["dispatch_us"] for r in replies),

@@ -19,7 +19,6 @@ from ..stats.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausi
 from ..stats.preroll import LAUNCH_ALLOWANCE_US
 from ..stats.stats import RunningMedian, summarize
 from ..stats.stopping import StoppingRule, Warmup
-from ..worker.cloning import clone_data
 from . import devices
 
 # Verification: every timed call's output is checked (CaseTimer.measure). The ranking statistic
@@ -142,17 +141,17 @@ class CaseTimer:
         """The call's pristine input and the worker's reply (output, device_us, wall_us, ...)."""
         started = self.clock()
         pristine = self.generate(case, call_index)
-        worker_copy = clone_data(pristine)
         generated = self.clock()
         remaining = max(deadline - generated, 0.001)
-        reply = self.request_time(worker_copy, plan.flush_bytes, remaining)
+        # request_time gives the worker its own copy and returns an output the judge may keep.
+        reply = self.request_time(pristine, plan.flush_bytes, remaining)
         m.wall_s["generate"] += generated - started
         m.wall_s["worker"] += self.clock() - generated
         return pristine, reply
 
     def _verify(self, pristine: Any, output: Any, call_index: int, m: Measurement) -> None:
         started = self.clock()
-        ok, message = self.check(pristine, clone_data(output))
+        ok, message = self.check(pristine, output)
         m.wall_s["verify"] += self.clock() - started
         if not ok:
             raise VerificationFailure(f"timed call {call_index} returned a wrong output: {message}")
@@ -201,17 +200,21 @@ class CaseTimer:
 
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
         warm_durations: list[float] = [prior_call_us] if prior_call_us else []
+        moved = (0, 0)  # the bytes one call reads and writes, from the last warm-up call
         while not plan.warmup.done(warm_durations, self.clock() - started):
             pristine, reply = self._one_call(case, call_index, plan, deadline, m)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
             warm_durations.append(self.sample_us(reply, m.event_overhead_us))
+            moved = io_bytes(pristine, reply["output"], reply.get("aliased_bytes"))
+            # Let go of this call's tensors before the next input is made: never two at once.
+            pristine = reply = None
             call_index += 1
         m.warmup_calls = len(warm_durations) - bool(prior_call_us)
         # The floor counts the bytes the call must move (inputs read, outputs written once).
         peak = devices.peak_bandwidth_bytes_per_s() if self.use_cuda else None
         if peak:
-            in_bytes, out_bytes = io_bytes(pristine, reply["output"], reply.get("aliased_bytes"))
+            in_bytes, out_bytes = moved
             l2 = devices.environment().get("l2_bytes") or 0
             m.floor_us = bandwidth_floor_us(
                 in_bytes // self.parallel, out_bytes // self.parallel, peak, l2_bytes=l2
@@ -239,6 +242,7 @@ class CaseTimer:
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
                 m.checked_calls += 1
+            pristine = reply = None
             reason = plan.rule.reason(stats, self.clock() - timing_started)
             call_index += 1
             now = self.clock()

@@ -22,7 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import pickles, protocol, sandbox, transport, window, wire
+from . import digest, pausing, pickles, protocol, sandbox, transport, window, wire
+from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .pausing import resume
 from .protocol import ErrorKind, Op
@@ -69,6 +70,11 @@ class Reply:
     elapsed_s: float
     outside_us: float = 0.0  # the judge's clock: request sent to reply ready, in microseconds
     host_transport: bool = False  # CUDA tensors crossed as host copies (outside_us holds them)
+    # The output's tensors are the judge's own (copied out of a window, or moved from the host):
+    # no copy is needed to keep them. A frugal reply's output lies in the inbound window
+    # instead, read in place while the worker is stopped (WorkerProcess.output_unchanged).
+    owned: bool = False
+    in_place: bool = False
 
 
 def _signal_name(returncode: int) -> str:
@@ -163,6 +169,10 @@ class WorkerProcess:
         self.transport: str | None = None  # for CUDA tensors; decided on first use
         self.windows: dict[str, window.Window] = {}  # the shared device windows, by direction
         self._outbound_needed = 0  # a reply came as host copies: grow the outbound window
+        self._inbound_needed = 0  # a frugal reply did not fit the inbound window: grow it
+        self.peak_bytes = 0  # the most device memory its replies said it held (memory budget)
+        self._stopped: list[int] = []  # the worker's processes stopped while its output is read
+        self._digest: Any = None  # the in-place output's digest when it arrived
         self._inbound: window.Packer | None = None  # where the last request's tensors went
         self.sent_at = 0.0  # when the last request's bytes went out (time.perf_counter)
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
@@ -234,6 +244,7 @@ class WorkerProcess:
         tensors go through the inbound window where that is the transport. `pass_fd` follows
         the frame over the socket (a window's descriptor)."""
         data = self._encode(message)
+        self._go_on()  # a worker stopped while its last output was read takes the next request
         self.sent_at = time.perf_counter()  # the judge's clock opens once the bytes are ready
         self.conn.send_bytes(data)
         if pass_fd is not None:
@@ -242,19 +253,47 @@ class WorkerProcess:
     def _encode(self, message: dict[str, Any]) -> bytes:
         if self.transport != transport.WINDOW or message["op"] == Op.WINDOW:
             return pickles.dumps(message, self.trusted)
-        packer = window.Packer(self.windows["in"].device)
+        if not self.windows:  # released after a large case: new ones, sized by this request
+            self._share_window("in", 0)
+            self._share_window("out", 0)
+        packer = window.Packer(self.windows["in"].device, "in")
         data = pickles.dumps(message, self.trusted, packer)
-        if packer.nbytes > self.windows["in"].size:
-            self._share_window("in", window.grown_size(packer.nbytes, self.windows["in"].size))
-        # Outputs are mostly no larger than inputs: the outbound window keeps pace, and grows
-        # further where a reply had to come as host copies.
-        needed = max(self._outbound_needed, self.windows["in"].size)
+        needed_in = max(packer.nbytes, self._inbound_needed)
+        self._inbound_needed = 0
+        if needed_in > self.windows["in"].size:
+            self._share_window("in", window.grown_size(needed_in, self.windows["in"].size))
+        # The outbound window grows to what replies needed (a reply too large came as host
+        # copies once): sized by the outputs, not the inputs, which may be far larger.
+        needed = self._outbound_needed
         self._outbound_needed = 0
         if needed > self.windows["out"].size:
             self._share_window("out", window.grown_size(needed, self.windows["out"].size))
         packer.copy_into(self.windows["in"])
         self._inbound = packer
         return data
+
+    def _stop_while_read(self, output: Any) -> None:
+        """A frugal reply's output lies in memory the worker maps: stop the worker's process
+        (no thread of it can launch more work) and take the output's digest, which
+        output_unchanged compares once the judge has checked it."""
+        self._stopped = pausing.stop(pausing.python_processes(self.process.pid))
+        self._digest = digest.of(output)
+
+    def output_unchanged(self, output: Any) -> bool:
+        """Whether a frugal reply's output still has the bytes it arrived with (work the worker
+        left running could have changed it while the judge read it in place)."""
+        return self._digest is None or digest.of(output) == self._digest
+
+    def _go_on(self) -> None:
+        pausing.go_on(self._stopped)
+        self._stopped, self._digest = [], None
+
+    def private_copy(self, data: Any) -> Any:
+        """What to send so that the worker gets inputs of its own: the data itself where the
+        inbound window is the copy, else a clone (shared memory and CUDA IPC share storage)."""
+        if self.transport is None and _judge_device() is not None and _has_cuda_tensor(data):
+            self._choose_transport()
+        return data if self.transport == transport.WINDOW else clone_data(data)
 
     def inputs_as_seen(self, data: Any) -> Any | None:
         """The worker's copy of the last request's `data` as it is now, after the call: the
@@ -265,6 +304,20 @@ class WorkerProcess:
         if self.transport != transport.WINDOW or self._inbound is None:
             return data
         return window.views_in(self.windows["in"], self._inbound, data)
+
+    def release_windows(self, above: int = 0) -> None:
+        """Let go of the device windows if together they hold more than `above` bytes: the
+        worker unmaps its side first, then the judge releases the memory. The next request
+        with CUDA tensors makes new ones, sized for it."""
+        if self.transport != transport.WINDOW or not self.windows:
+            return
+        if sum(w.size for w in self.windows.values()) <= above:
+            return
+        device = self.windows["in"].device
+        for direction in list(self.windows):
+            self.request(Op.WINDOW, 120.0, direction=direction, size=0, device=device)
+            self.windows.pop(direction).close()
+        self._inbound = None
 
     def _share_window(self, direction: str, size: int) -> None:
         """A new device window of at least `size` bytes for one direction, handed to the
@@ -286,11 +339,25 @@ class WorkerProcess:
             old.close()
 
     def request(
-        self, op: Op, timeout_s: float, *, pass_fd: int | None = None, **payload: Any
+        self,
+        op: Op,
+        timeout_s: float,
+        *,
+        pass_fd: int | None = None,
+        frugal: bool = False,
+        **payload: Any,
     ) -> Reply:
-        """Send one request and wait for its reply; on any failure the worker is dead after."""
+        """Send one request and wait for its reply; on any failure the worker is dead after.
+
+        frugal: the inputs and outputs are large; the worker returns its cached memory before
+        replying and puts the output over the consumed inputs in the inbound window, where it
+        is read in place (no second copy) while the worker stays stopped, until the next
+        request (see output_unchanged)."""
         if self.transport is None and "data" in payload and _judge_device() is not None:
             self._choose_transport()
+        frugal = frugal and self.transport == transport.WINDOW
+        if frugal:
+            payload[protocol.FRUGAL_KEY] = True
         host_transport = self._host_transport(payload)
         trace_path = self._trace_through_outbox(payload)
         started = time.perf_counter()
@@ -324,11 +391,12 @@ class WorkerProcess:
                 raise self._died() from None
             if ready:
                 ready_at = time.perf_counter()
-                reply = self._receive(op, deadline, timeout_s)
+                reply = self._receive(op, deadline, timeout_s, frugal)
                 break
             if not self.alive:
                 raise self._died()
         elapsed = time.perf_counter() - started
+        self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
             raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
@@ -338,10 +406,16 @@ class WorkerProcess:
             shutil.move(payload["trace_path"], trace_path)
         # A reply too large for the outbound window came as host copies: the judge's clock
         # holds those copies, as it does on the host transport.
-        copied = host_transport or self._outbound_needed > 0
-        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied)
+        copied = host_transport or self._outbound_needed > 0 or self._inbound_needed > 0
+        in_place = frugal and "output" in reply and not copied
+        if in_place:
+            self._stop_while_read(reply["output"])
+        owned = self.transport in (transport.WINDOW, transport.HOST) and not in_place
+        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place)
 
-    def _receive(self, op: Op, deadline: float, timeout_s: float) -> dict[str, Any]:
+    def _receive(
+        self, op: Op, deadline: float, timeout_s: float, frugal: bool = False
+    ) -> dict[str, Any]:
         """One reply, read as untrusted data: by the deadline, capped, data-only unpickling,
         checked keys."""
         try:
@@ -363,9 +437,12 @@ class WorkerProcess:
         try:
             # Data only, plus the leaderboard's own classes (transport.py); then checked keys.
             # CUDA tensors in the outbound window are checked and copied out as they are read.
-            with window.receiving(self.windows.get("out"), copy_out=True):
+            with window.receiving(self.windows, copy_out=not frugal):
                 reply = pickles.loads(data, self.trusted)
-                self._outbound_needed = window.host_bytes_received()
+                if frugal:
+                    self._inbound_needed = window.host_bytes_received()
+                else:
+                    self._outbound_needed = window.host_bytes_received()
             return protocol.validate(op, reply)
         except Exception as exc:  # any failure to read them: a worker's bytes are not trusted
             self.kill()

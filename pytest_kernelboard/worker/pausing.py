@@ -49,31 +49,36 @@ def python_processes(root_pid: int) -> list[int]:
     return found
 
 
-@contextmanager
-def paused(root_pids: Iterable[int]) -> Iterator[list[int]]:
-    """Stop the worker Python processes under each root pid for the duration; yield them."""
+def stop(pids: Iterable[int]) -> list[int]:
+    """SIGSTOP each; the ones that were stopped (a process that has gone is skipped)."""
     stopped = []
-    for root in root_pids:
-        for pid in python_processes(root):
-            try:
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-            except OSError:
-                pass
-    try:
-        yield stopped
-    finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        except OSError:
+            pass
+    return stopped
 
 
-def resume(root_pid: int) -> None:
-    """Let a worker paused by `paused` go on (taken for a case while others are timed)."""
-    for pid in python_processes(root_pid):
+def go_on(pids: Iterable[int]) -> None:
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGCONT)
         except OSError:
             pass
+
+
+@contextmanager
+def paused(root_pids: Iterable[int]) -> Iterator[list[int]]:
+    """Stop the worker Python processes under each root pid for the duration; yield them."""
+    stopped = stop(pid for root in root_pids for pid in python_processes(root))
+    try:
+        yield stopped
+    finally:
+        go_on(stopped)
+
+
+def resume(root_pid: int) -> None:
+    """Let a worker paused by `paused` go on (taken for a case while others are timed)."""
+    go_on(python_processes(root_pid))

@@ -36,6 +36,7 @@ class Op(enum.StrEnum):
     ECHO = "echo"  # the transport probe: data + 1 back (worker/transport.py)
     EXIT = "exit"  # a polite exit; the judge kills the process group anyway
     WINDOW = "window"  # map the judge's device window; its descriptor follows the frame
+    KERNELS = "kernels"  # one call under torch's profiler: the GPU kernels it launched
 
 
 class ErrorKind(enum.StrEnum):
@@ -128,6 +129,10 @@ class ProfileRequest(TypedDict):
     trace_path: str | None  # None: cudaProfilerStart/Stop for ncu; else a torch profiler trace
 
 
+class KernelsRequest(TypedDict):
+    data: Any
+
+
 class InitGroupRequest(TypedDict):
     rank: int
     world_size: int
@@ -157,10 +162,15 @@ REQUESTS: dict[Op, type | None] = {
     Op.ECHO: EchoRequest,
     Op.EXIT: None,
     Op.WINDOW: WindowRequest,
+    Op.KERNELS: KernelsRequest,
 }
 # Added by the client to a request with CUDA tensors in `data` where they cross as host copies
 # (worker/transport.py); the worker moves them to the GPU before the handler runs.
 TRANSPORT_KEY = "transport"
+# Added by the judge to a `call` or `time` request whose inputs and outputs are large: the worker
+# returns its cached device memory before replying and puts the outputs in the inbound window,
+# over the consumed inputs, where the judge checks them in place (judge/memory.py).
+FRUGAL_KEY = "frugal"
 
 
 def request_keys(op: Op) -> frozenset[str]:
@@ -186,11 +196,15 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
     Op.ECHO.value: {"output": object},
     Op.EXIT.value: {},
     Op.WINDOW.value: {},
+    # kernels: [[name, device microseconds], ...] in launch order
+    Op.KERNELS.value: {"output": object, "kernels": list},
 }
 _SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
 # Keys that may be absent but, when present, must have this type.
 OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
-    Op.TIME.value: {"dispatch_us": NUMBER, "aliased_bytes": NUMBER},
+    # peak_bytes: the device memory the worker's allocator held at most during the request.
+    Op.TIME.value: {"dispatch_us": NUMBER, "aliased_bytes": NUMBER, "peak_bytes": NUMBER},
+    Op.CALL.value: {"peak_bytes": NUMBER},
 }
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 

@@ -27,6 +27,7 @@ from . import cuda_vmm
 
 ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
 HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
+HEADROOM_MAX_BYTES = 64 << 20
 
 
 class Slot(NamedTuple):
@@ -40,6 +41,9 @@ class Slot(NamedTuple):
     storage_offset: int
     requires_grad: bool = False
     parameter: bool = False
+    # Which window: "in" (the judge's requests), "out" (replies). A reply whose outputs are
+    # large lands in the inbound window, over the inputs its call has consumed (frugal replies).
+    window: str = "out"
 
 
 class WindowError(Exception):
@@ -120,12 +124,21 @@ class _DeviceBytes:
 class Packer:
     """Assigns window offsets to the CUDA storages a message holds, while it is pickled; the
     copies happen after, once a window large enough exists. Tensors sharing a storage share
-    its bytes in the window, so views and aliases arrive as views and aliases."""
+    its bytes in the window, so views and aliases arrive as views and aliases.
 
-    def __init__(self, device: int):
+    With `in_place` (a frugal reply into the inbound window), a storage that already lies in
+    that window (an output written into an input) is described where it is, not copied; the
+    others are placed from `start`, past those."""
+
+    def __init__(
+        self, device: int, name: str = "out", in_place: Window | None = None, start: int = 0
+    ):
         self.device = device
-        self.nbytes = 0
+        self.name = name
+        self.in_place = in_place
+        self.nbytes = start
         self._placed: dict[int, tuple[int, Any]] = {}  # storage address -> (offset, storage)
+        self._in_place: set[int] = set()  # storage addresses described where they lie
 
     def reduce(self, tensor: Any) -> tuple | None:
         """The pickle reduction of a CUDA tensor on our device, or None to pickle it as usual."""
@@ -145,6 +158,7 @@ class Packer:
             tensor.storage_offset(),
             bool(tensor.requires_grad),
             isinstance(tensor, torch.nn.Parameter),
+            self.name,
         )
         return from_window, (slot,)
 
@@ -155,17 +169,33 @@ class Packer:
 
     def _offset(self, storage: Any) -> int:
         key = storage.data_ptr()
+        inside = _offset_inside(self.in_place, storage)
+        if inside is not None:
+            self._placed[key] = (inside, storage)
+            self._in_place.add(key)
+            return inside
         if key not in self._placed or storage.nbytes() == 0:
             self._placed[key] = (self.nbytes, storage)
             self.nbytes += -(-storage.nbytes() // ALIGN) * ALIGN
         return self._placed[key][0]
 
+    def copy_into_checked(self, window: Window) -> bool:
+        """copy_into, unless a copy would overwrite a storage described in place (then False:
+        the caller sends the reply another way)."""
+        placed = [(o, o + st.nbytes(), k in self._in_place) for k, (o, st) in self._placed.items()]
+        kept = [(a, b) for a, b, in_place in placed if in_place]
+        for a, b, in_place in placed:
+            if not in_place and any(a < kb and ka < b for ka, kb in kept):
+                return False
+        self.copy_into(window)
+        return True
+
     def copy_into(self, window: Window) -> None:
         """Copy every placed storage into `window` and wait until the copies are done."""
         import torch
 
-        for offset, storage in self._placed.values():
-            if storage.nbytes():
+        for key, (offset, storage) in self._placed.items():
+            if storage.nbytes() and key not in self._in_place:
                 source = torch.empty(0, dtype=torch.uint8, device=window.bytes.device)
                 source.set_(storage)
                 window.bytes[offset : offset + storage.nbytes()].copy_(source)
@@ -200,33 +230,42 @@ def views_in(window: Window, packer: Packer, data: Any) -> Any:
 
 
 # -- receiving ----------------------------------------------------------------------------------
-_receiving: Window | None = None  # the window the slots being unpickled refer to
+_receiving: dict[str, Window] = {}  # the windows the slots being unpickled refer to, by name
 _copy_out = False  # the judge copies each tensor out of the window; the worker reads it in place
 _received = 0  # tensors rebuilt since the last receiving() began
 _host_bytes = 0  # bytes that came as host copies since then: the window was too small
 
 
-def set_receiving(window: Window | None, copy_out: bool = False) -> None:
-    """The window later unpickled slots refer to (the worker: its inbound window)."""
+def _by_name(windows: Window | dict[str, Window] | None) -> dict[str, Window]:
+    if windows is None:
+        return {}
+    if isinstance(windows, Window) or not isinstance(windows, dict):
+        return {"in": windows, "out": windows}  # one window: every slot refers to it
+    return {name: w for name, w in windows.items() if w is not None}
+
+
+def set_receiving(windows: Window | dict[str, Window] | None, copy_out: bool = False) -> None:
+    """The window(s) later unpickled slots refer to (the worker: its inbound window)."""
     global _receiving, _copy_out
-    _receiving, _copy_out = window, copy_out
+    _receiving, _copy_out = _by_name(windows), copy_out
 
 
 @contextmanager
-def receiving(window: Window | None, copy_out: bool):
-    """Within the block, slots refer to `window`; on leaving, the copies out are complete."""
-    global _received, _host_bytes
-    previous = (_receiving, _copy_out)
-    set_receiving(window, copy_out)
+def receiving(windows: Window | dict[str, Window] | None, copy_out: bool):
+    """Within the block, slots refer to `windows`; on leaving, the copies out are complete."""
+    global _received, _host_bytes, _receiving, _copy_out
+    previous = (dict(_receiving), _copy_out)
+    set_receiving(windows, copy_out)
     _received = _host_bytes = 0
     try:
         yield
     finally:
-        if _received and copy_out and window.bytes.is_cuda:
+        if _received and copy_out and _receiving:
             import torch
 
-            torch.cuda.current_stream(window.device).synchronize()
-        set_receiving(*previous)
+            for device in {w.device for w in _receiving.values() if w.bytes.is_cuda}:
+                torch.cuda.current_stream(device).synchronize()
+        _receiving, _copy_out = previous
 
 
 def from_window(slot: Slot) -> Any:
@@ -235,9 +274,11 @@ def from_window(slot: Slot) -> Any:
     global _received
     import torch
 
-    window = _receiving
+    window = _receiving.get(getattr(slot, "window", "out")) if isinstance(slot, Slot) else None
     if window is None:
-        raise WindowError("a tensor arrived through a window that was never shared")
+        if not _receiving:
+            raise WindowError("a tensor arrived through a window that was never shared")
+        raise WindowError(f"a window slot names no window this side shares: {slot}")
     dtype = _checked(slot, window)
     base = window.bytes[slot.offset : slot.offset + slot.nbytes].view(dtype)
     start = slot.offset // dtype.itemsize + slot.storage_offset
@@ -258,8 +299,8 @@ def from_host(tensor: Any, device: int) -> Any:
 
     if not isinstance(tensor, torch.Tensor) or tensor.is_cuda:
         raise WindowError("a host-copied tensor is not a host tensor")
-    if _receiving is not None:
-        device = _receiving.device
+    if _receiving:
+        device = next(iter(_receiving.values())).device
     _received += 1
     _host_bytes += -(-tensor.untyped_storage().nbytes() // ALIGN) * ALIGN
     return tensor.to(f"cuda:{int(device)}")
@@ -313,20 +354,58 @@ class _ReplyPickler(ForkingPickler):
         return NotImplemented
 
 
-def dumps_reply(reply: Any, outbound: Window | None) -> bytes:
+def dumps_reply(reply: Any, outbound: Window | None, inbound: Window | None = None) -> bytes:
     """A reply's bytes with its CUDA tensors in `outbound` (copied, and synchronised, before
-    the bytes are returned); where they do not fit, as host copies the judge moves back."""
-    if outbound is None:
+    the bytes are returned); where they do not fit, as host copies the judge moves back.
+
+    With `inbound` (a frugal reply: the judge asked for no second copy of a large output), the
+    tensors go into the inbound window instead, over the inputs the call has consumed: outputs
+    that already lie there (written into an input) stay where they are."""
+    for target, name in ((inbound, "in"), (outbound, "out")):
+        if target is None:
+            continue
+        start = _end_of_storages_inside(target, reply) if name == "in" else 0
+        packer = Packer(target.device, name, in_place=target if name == "in" else None, start=start)
+        buffer = io.BytesIO()
+        _ReplyPickler(buffer, packer, None).dump(reply)
+        if packer.nbytes <= target.size and packer.copy_into_checked(target):
+            return buffer.getvalue()
+    if outbound is None and inbound is None:
         return bytes(ForkingPickler.dumps(reply))
-    packer = Packer(outbound.device)
+    device = (outbound or inbound).device
     buffer = io.BytesIO()
-    _ReplyPickler(buffer, packer, None).dump(reply)
-    if packer.nbytes <= outbound.size:
-        packer.copy_into(outbound)
-        return buffer.getvalue()
-    buffer = io.BytesIO()
-    _ReplyPickler(buffer, None, outbound.device).dump(reply)
+    _ReplyPickler(buffer, None, device).dump(reply)
     return buffer.getvalue()
+
+
+def _offset_inside(window: Window | None, storage: Any) -> int | None:
+    """Where a storage lies in `window`, if it lies wholly inside it."""
+    if window is None or storage.nbytes() == 0:
+        return None
+    offset = storage.data_ptr() - window.address
+    if 0 <= offset and offset + storage.nbytes() <= window.size and offset % ALIGN == 0:
+        return offset
+    return None
+
+
+def _end_of_storages_inside(window: Window, obj: Any) -> int:
+    """Past the last byte of the reply's tensors that already lie in `window` (aligned)."""
+    import torch
+
+    end = 0
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor) and item.is_cuda:
+            storage = item.untyped_storage()
+            inside = _offset_inside(window, storage)
+            if inside is not None:
+                end = max(end, -(-(inside + storage.nbytes()) // ALIGN) * ALIGN)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return end
 
 
 def _is_tensor(obj: Any) -> bool:
@@ -336,8 +415,10 @@ def _is_tensor(obj: Any) -> bool:
 
 
 def grown_size(needed: int, current: int) -> int:
-    """The size to grow a window to so that `needed` bytes fit, with headroom."""
-    return max(current, math.ceil(needed * HEADROOM))
+    """The size to grow a window to so that `needed` bytes fit, with headroom (a share of it,
+    at most HEADROOM_MAX_BYTES: a large window's headroom would be memory no case uses)."""
+    headroom = min(math.ceil(needed * (HEADROOM - 1)), HEADROOM_MAX_BYTES)
+    return max(current, needed + headroom)
 
 
 # -- handing a window over ------------------------------------------------------------------

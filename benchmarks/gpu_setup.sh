@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Make an offline GPU machine ready for benchmarks/gpu_verify.sh, from what was carried to it:
+#
+#   source benchmarks/gpu_setup.sh [WHEELS_DIR] [DEBS_DIR]
+#
+# WHEELS_DIR (default .whl): wheels of the project's dependencies; only those whose module does
+#   not import already are installed, so the machine's own torch stack is left alone.
+# DEBS_DIR (default .bwrap): Debian's bubblewrap and the libraries it links (bubblewrap,
+#   libselinux1, libcap2, libpcre2-8-0), for a machine without bwrap: unpacked under
+#   /tmp/kb-bwrap, started through the dynamic loader with those libraries, so nothing of them
+#   reaches the sandboxed worker's environment. Exports KERNELBOARD_BWRAP and requires the
+#   sandbox (KERNELBOARD_SANDBOX=require), as a real runner would.
+# Then the project itself is installed in editable mode, without dependencies.
+wheels=${1:-.whl}
+debs=${2:-.bwrap}
+
+# module:distribution, for what pyproject.toml needs at run time and for the tests
+needed="pytest:pytest pytest_benchmark:pytest-benchmark cpuinfo:py-cpuinfo xdist:pytest-xdist
+execnet:execnet yaml:PyYAML jsonschema:jsonschema referencing:referencing rpds:rpds-py
+jsonschema_specifications:jsonschema-specifications attrs:attrs markdown_it:markdown-it-py
+mdurl:mdurl pygments:Pygments pynvml:nvidia-ml-py orjson:orjson github:PyGithub jwt:PyJWT
+nacl:PyNaCl deprecated:Deprecated wrapt:wrapt jinja2:Jinja2 aiohttp:aiohttp multidict:multidict
+yarl:yarl frozenlist:frozenlist aiosignal:aiosignal propcache:propcache
+aiohappyeyeballs:aiohappyeyeballs"
+missing=()
+for pair in $needed; do
+    python3 -c "import ${pair%%:*}" 2>/dev/null || missing+=("${pair##*:}")
+done
+if [ ${#missing[@]} -gt 0 ] && [ -d "$wheels" ]; then
+    echo "installing from $wheels: ${missing[*]}"
+    python3 -m pip install -q --no-index --no-deps --find-links "$wheels" "${missing[@]}"
+fi
+
+if ! command -v bwrap >/dev/null && [ -d "$debs" ]; then
+    mkdir -p /tmp/kb-bwrap/root
+    for deb in "$debs"/*.deb; do dpkg -x "$deb" /tmp/kb-bwrap/root; done
+    libs=/tmp/kb-bwrap/root/lib/x86_64-linux-gnu:/tmp/kb-bwrap/root/usr/lib/x86_64-linux-gnu
+    cat >/tmp/kb-bwrap/bwrap <<EOF
+#!/bin/sh
+exec /lib64/ld-linux-x86-64.so.2 --library-path $libs /tmp/kb-bwrap/root/usr/bin/bwrap "\$@"
+EOF
+    chmod +x /tmp/kb-bwrap/bwrap
+    export KERNELBOARD_BWRAP=/tmp/kb-bwrap/bwrap
+fi
+export KERNELBOARD_SANDBOX=require
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+"${KERNELBOARD_BWRAP:-bwrap}" --unshare-all --die-with-parent --ro-bind / / true \
+    && echo "sandbox: ${KERNELBOARD_BWRAP:-bwrap} works"

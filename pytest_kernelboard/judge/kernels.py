@@ -1,0 +1,49 @@
+"""Whose kernels a call launched: the candidate's own, or only PyTorch's and vendor libraries'.
+
+A candidate that defines a kernel and never launches it (a decoy), or that falls back to the
+reference's own torch ops, launches only library kernels. Names tell them apart: PyTorch's
+kernels live in its namespaces (at::native, at::cuda, c10), cuBLAS, cuDNN, CUTLASS-based
+attention and GEMM kernels carry their library's prefixes, and kernels torch.compile writes
+are named triton_<kind>_fused_...; a kernel of the candidate's own (Triton, load_inline, a .cu
+file, CuPy) carries the name its source gave it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+LIBRARY_KERNEL = re.compile(
+    r"at::native|at::cuda|\bc10::|aten::|cublas|cudnn|cutlass::|cutlass_|nvjet|xmma|gemv2|gemmk1|"
+    r"gemmSN|splitKreduce|\bcub::|flash_fwd|flash_bwd|fmha|pytorch_flash|"
+    r"^(triton_(poi|red|per|tem|for)_)|^(ampere|sm\d+|volta|turing)_",
+    re.IGNORECASE,
+)
+
+
+def is_library_kernel(name: str) -> bool:
+    return bool(LIBRARY_KERNEL.search(name))
+
+
+def only_library_kernels(kernels: Sequence[tuple[str, float]]) -> bool:
+    """The call launched kernels, and all of them are PyTorch's or a vendor library's."""
+    return bool(kernels) and all(is_library_kernel(name) for name, _ in kernels)
+
+
+def top_kernels(kernels: Sequence[tuple[str, float]], n: int = 5) -> list[dict[str, float | str]]:
+    """The kernels that took longest, summed by name: [{name, calls, device_us}, ...]."""
+    totals: dict[str, list[float]] = {}
+    for name, duration in kernels:
+        entry = totals.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += duration
+    ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:n]
+    return [
+        {
+            "name": name,
+            "calls": int(calls),
+            "device_us": round(total, 3),
+            "library": is_library_kernel(name),
+        }
+        for name, (calls, total) in ranked
+    ]
