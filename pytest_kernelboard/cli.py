@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "pytest_kernelboard.pr.runner_labels",  # kernelboard runner-labels
     "pytest_kernelboard.batch.cli",  # kernelboard judge
     "site_generator.cli",  # kernelboard site
+    "pytest_kernelboard.service.cli",  # kernelboard serve
 ]
 
 

@@ -1,0 +1,141 @@
+"""`kernelboard serve` over HTTP against `kernelboard judge`, on the same batch and machine.
+
+    python benchmarks/serve_vs_judge.py LEADERBOARD CANDIDATE... [--mode benchmark]
+                                        [--root DIR] [--repeats 1] [--limit 1.1]
+
+CANDIDATE is what `kernelboard judge` takes (source files, folders, JSONL files). Each repeat
+runs both, alternating which goes first: `kernelboard judge ... --out F.jsonl` (wall time of
+the command), then `kernelboard serve` on loopback with a fresh state folder, the whole batch
+posted as one job and long-polled until done (wall time from starting the server to the last
+record: both include their start-up). Prints both medians, the ratio, and whether the verdicts
+(status, correct, error_kind per id) agree. Exit status 0 when they agree and the ratio is at
+most --limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+URL_LINE = re.compile(r"kernelboard serve: (http://\S+)")
+VERDICT = ("status", "correct", "error_kind")
+
+
+def time_judge(args: argparse.Namespace, scratch: Path) -> tuple[float, dict[str, tuple]]:
+    out = scratch / "judge.jsonl"
+    command = [sys.executable, "-m", "pytest_kernelboard.cli", "judge", args.leaderboard,
+               *args.candidates, "--mode", args.mode, "--out", str(out), *root_args(args)]  # fmt: skip
+    started = time.monotonic()
+    subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    return wall, {r["id"]: tuple(r.get(k) for k in VERDICT) for r in records}
+
+
+def time_serve(args: argparse.Namespace, scratch: Path, candidates: list) -> tuple[float, dict]:
+    state = scratch / f"state-{time.monotonic_ns()}"
+    command = [sys.executable, "-m", "pytest_kernelboard.cli", "serve", "--port", "0",
+               "--state", str(state), "--max-queue", str(max(4096, len(candidates))),
+               *root_args(args)]  # fmt: skip
+    started = time.monotonic()
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        assert server.stdout is not None
+        url = None
+        for line in server.stdout:
+            found = URL_LINE.search(line.decode())
+            if found:
+                url = found.group(1)
+                break
+        if url is None:
+            raise SystemExit("kernelboard serve did not start")
+        body = {
+            "leaderboard": args.leaderboard,
+            "mode": args.mode,
+            "candidates": [{"id": c.id, "source": c.source, "lang": c.lang} for c in candidates],
+        }
+        job = post(f"{url}/v1/jobs", body)["job"]
+        while True:
+            answer = get(f"{url}/v1/jobs/{job}?wait=600")
+            if answer["state"] in ("done", "failed"):
+                break
+        wall = time.monotonic() - started
+        if answer["state"] != "done":
+            raise SystemExit(f"the job failed: {answer.get('error')}")
+        return wall, {r["id"]: tuple(r.get(k) for k in VERDICT) for r in answer["records"]}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=120)
+
+
+def post(url: str, body: object) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=600) as reply:
+        return json.loads(reply.read())
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=900) as reply:
+        return json.loads(reply.read())
+
+
+def root_args(args: argparse.Namespace) -> list[str]:
+    return ["--root", str(args.root)] if args.root else []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("leaderboard")
+    parser.add_argument("candidates", nargs="+")
+    parser.add_argument("--mode", choices=("test", "benchmark"), default="benchmark")
+    parser.add_argument("--root", type=Path)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--limit", type=float, default=1.1, help="serve/judge at most")
+    args = parser.parse_args()
+
+    from pytest_kernelboard.batch import load_candidates
+
+    candidates = load_candidates(args.candidates)
+    scratch = Path(tempfile.mkdtemp(prefix="kb-serve-vs-judge-"))
+    judge_walls, serve_walls = [], []
+    agree = True
+    for repeat in range(args.repeats):
+        order = ("judge", "serve") if repeat % 2 == 0 else ("serve", "judge")
+        verdicts = {}
+        for which in order:
+            if which == "judge":
+                wall, verdicts[which] = time_judge(args, scratch)
+                judge_walls.append(wall)
+            else:
+                wall, verdicts[which] = time_serve(args, scratch, candidates)
+                serve_walls.append(wall)
+            print(f"repeat {repeat + 1}: {which} {wall:.1f} s", flush=True)
+        differ = [i for i in verdicts["judge"] if verdicts["judge"][i] != verdicts["serve"].get(i)]
+        if differ or len(verdicts["serve"]) != len(verdicts["judge"]):
+            agree = False
+            print(f"repeat {repeat + 1}: verdicts differ for {differ[:10]}")
+    judge_s, serve_s = statistics.median(judge_walls), statistics.median(serve_walls)
+    ratio = serve_s / judge_s
+    print(
+        f"{len(candidates)} candidates, mode {args.mode}: judge {judge_s:.1f} s, serve (HTTP) "
+        f"{serve_s:.1f} s, ratio {ratio:.3f} (limit {args.limit:g}); verdicts "
+        f"{'agree' if agree else 'DIFFER'}"
+    )
+    return 0 if agree and ratio <= args.limit else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
