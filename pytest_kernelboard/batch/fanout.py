@@ -35,8 +35,11 @@ def judge_on_gpus(
 ) -> Iterator[dict[str, Any]]:
     done: Queue[tuple[int, int, dict[str, Any] | None]] = Queue()
     processes = []
+    # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
+    inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     for gpu in gpus:
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+        physical = inherited[gpu] if gpu < len(inherited) else str(gpu)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": physical}
         process = subprocess.Popen(
             [sys.executable, "-m", __name__, leaderboard, mode, str(root), str(excessive_speedup)]
             + (["--profile"] if profile else []),

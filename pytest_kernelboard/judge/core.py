@@ -452,7 +452,8 @@ class SubmissionJudge:
         outcome = self._timed_outcome(self.time_case(case, plan, remaining, progress))
         if outcome.passed and reference is not None:
             outcome.reference_timing = reference(case)
-            if outcome.reference_timing:
+            # A time below the clock's grain (0 µs) has no ratio: the case stands without one.
+            if outcome.reference_timing and rank_us(outcome.timing) > 0:
                 outcome.speedup = speedup(
                     rank_us(outcome.reference_timing), rank_us(outcome.timing)
                 )
