@@ -66,7 +66,10 @@ BASE_ARGS = ("-p", "no:kernelboard", "-p", "no:cacheprovider", "--benchmark-quie
 
 
 @pytest.fixture
-def inner(pytester):
+def inner(pytester, monkeypatch):
+    # Under `pytest -n`, this test runs in an xdist worker whose PYTEST_XDIST_WORKER the inner
+    # session would inherit, and pytest-benchmark turns itself off in xdist workers.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makeconftest(CONFTEST)
     return pytester
 
