@@ -13,6 +13,11 @@
 # startup    cProfile of one sandboxed test-mode run of the vectoradd example: where it waits
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
+# memory     benchmarks/memory_peak.py on the seven KernelBench-sized problems (peak against
+#            2x(inputs+outputs)+working+2 GiB), then the four 20-30 GB leaderboards under -n 4
+# ranked     benchmarks/ranked_runs.sh: leaderboard-mode runs of the bundled solutions, for results/
+# batch      benchmarks/batch_throughput.py on the 100-candidate batch (twice) and 20 load_inline
+# serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
 # and GPU_TEST_ARGS adds pytest arguments to each (-k timer_patch_gpu);
@@ -84,6 +89,18 @@ s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.l
     accuracy)
         run_stage accuracy 560 python benchmarks/timing_accuracy.py --runs 5 --out "$OUT"
         tail -20 "$OUT/accuracy.log"
+        ;;
+    memory)
+        run_stage memory "${MEMORY_LIMIT:-420}" python benchmarks/memory_peak.py \
+            --json "$OUT/memory.json"
+        tail -14 "$OUT/memory.log"
+        label="four leaderboards, -n 4" run_stage memory "${MEMORY_LIMIT:-420}" python -m pytest \
+            tests/test_memory_gpu.py -k four -q -rfEs -p no:cacheprovider
+        ;;
+    ranked)
+        run_stage ranked "${RANKED_LIMIT:-560}" bash benchmarks/ranked_runs.sh "$OUT/ranked" \
+            ${RANKED_LEADERBOARDS:-}
+        cat "$OUT/ranked.log"
         ;;
     esac
 done

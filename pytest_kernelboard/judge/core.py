@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..spec.cases import TEST, Case
+from ..spec.cases import Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
@@ -317,11 +317,9 @@ class SubmissionJudge:
         self.settle()
         reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
         self._last_call_us = reply.elapsed_s * 1e6
-        # Which inputs it wrote, on the small correctness cases (a copy of the inputs each); a
-        # frugal reply's output has already been written over them.
-        mutated = (
-            self._mutated_inputs(pristine, worker, sent) if case.kind == TEST and not frugal else []
-        )
+        # Which inputs it wrote (the reference runs on a copy of the inputs to say which it
+        # writes itself); a frugal reply's output has already been written over them.
+        mutated = [] if frugal else self._mutated_inputs(pristine, worker, sent)
         output = own(reply)
         del sent, reply
         try:
@@ -505,6 +503,7 @@ class SubmissionJudge:
         measurement = timer.measure(
             case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
         )
+        measurement.details["frugal"] = bool(frugal)  # the record says how its calls were judged
         self._last_call_us = None
         return measurement
 

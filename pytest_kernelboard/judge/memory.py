@@ -11,9 +11,12 @@ window), where a few more copies cost nothing that matters.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 FRUGAL_MIN_BYTES = 1 << 30
+# KERNELBOARD_FRUGAL_MIN_BYTES moves the threshold (0: every GPU call; a large number: none).
+THRESHOLD_VARIABLE = "KERNELBOARD_FRUGAL_MIN_BYTES"
 
 
 def device_bytes(data: Any) -> int:
@@ -42,4 +45,5 @@ def device_bytes(data: Any) -> int:
 
 def is_frugal(data: Any) -> bool:
     """Whether calls on this input are judged frugally (large inputs on the GPU)."""
-    return device_bytes(data) >= FRUGAL_MIN_BYTES
+    threshold = int(os.environ.get(THRESHOLD_VARIABLE) or FRUGAL_MIN_BYTES)
+    return device_bytes(data) >= max(threshold, 1)
