@@ -144,3 +144,22 @@ def test_pr_comment_and_site_show_the_same_speedup(repo, site, ranking):
     expected = fmt_speedup(EXPECTED[ranking])
     assert pr_speedup(run) == expected
     assert site_speedups(site, name, run) == {expected}
+
+
+def test_a_reference_timed_at_zero_leaves_a_geom_run_without_a_speedup_not_a_crash():
+    """On a loaded CPU the judge's clock can put a call below its grain: 0 µs. A geometric
+    mean of it is undefined, so the run keeps its score and gets no speedup."""
+    from pytest_kernelboard.results.summary import evaluation_summary
+    from pytest_kernelboard.spec.task import load_task
+
+    task = load_task(Path(__file__).parent / "fixtures/core/leaderboards/addone/task.yml")
+    assert task.ranking_by == "geom"
+
+    def timing(us: float) -> dict:
+        return {"rank_us": us, "rank_ci95_us": [us, us], "mean_us": us, "n": 5}
+
+    case = {"kind": "benchmark", "status": "passed", "timing": timing(10.0)}
+    summary = evaluation_summary([dict(case, reference_timing=timing(0.0))], task, "benchmark")
+    assert summary.score_us == pytest.approx(10.0) and summary.speedup is None
+    zero = evaluation_summary([dict(case, timing=timing(0.0))], task, "benchmark")
+    assert zero.score_us is None

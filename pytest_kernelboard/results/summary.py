@@ -68,11 +68,18 @@ def evaluation_summary(cases: list[dict[str, Any]], task: TaskSpec, mode: str) -
                 key.removeprefix("fast_"): share for key, share in fast_p(correct, speedups).items()
             },
         )
+    # A case timed at 0 µs (below the CPU clock's grain, on a loaded machine) has no place in a
+    # geometric mean: such a run gets no score rather than a crash.
+    measurable = all(rank_us(c["timing"]) > 0 for c in benchmarks if c.get("timing"))
+    if task.ranking_by == "geom" and not measurable:
+        return summary
     if all(correct) and all(c.get("timing") for c in benchmarks):
         score_us, interval = _score([c["timing"] for c in benchmarks], task.ranking_by)
         summary = replace(summary, score_us=score_us, score_ci95_us=tuple(interval))
         references = [c.get("reference_timing") for c in benchmarks]
-        if all(references):
+        if all(references) and (
+            task.ranking_by != "geom" or all(rank_us(r) > 0 for r in references)
+        ):
             reference_us, reference_interval = _score(references, task.ranking_by)
             summary = replace(
                 summary,
