@@ -258,9 +258,18 @@ def compare_pytest(args: argparse.Namespace) -> int:
         source = CORRECT_ADDONE[index % len(CORRECT_ADDONE)]
         paths.append(folder / "submission.py")
         paths[-1].write_text(f"# candidate {index}\n{source}")
+    # The same sources as a JSONL: files given by path take their names (all submission.py)
+    # as ids, which a batch refuses as duplicates.
+    lines = scratch / "candidates.jsonl"
+    lines.write_text(
+        "".join(
+            json.dumps({"id": path.parent.name, "source": path.read_text()}) + "\n"
+            for path in paths
+        )
+    )
     judge_wall, records = judge(
         args.compare_leaderboard,
-        paths,
+        [lines],
         root,
         "test",
         scratch / "records.jsonl",
