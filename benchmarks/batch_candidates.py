@@ -231,11 +231,6 @@ SAME = {
         "y = torch.addmm(self.linear.bias, x, self.linear.weight.t(), beta=self.scale, alpha=self.scale)\n"
         "return F.leaky_relu(y, self.slope).clamp(-self.bound, self.bound)",
     ),
-    "where_max": (
-        "The leaky ReLU as max(y, slope * y) (slope < 1).",
-        "y = self.linear(x) * self.scale\n"
-        "return torch.maximum(y, y * self.slope).clamp(-self.bound, self.bound)",
-    ),
 }
 SAME_KERNELS = {
     "kernel_functional": (
