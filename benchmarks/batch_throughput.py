@@ -1,7 +1,7 @@
 """Throughput and verdicts of `kernelboard judge` on a batch, judged twice.
 
     python benchmarks/batch_throughput.py [CANDIDATES.jsonl EXPECTED.json] [--root REPO]
-        [--mode test|benchmark] [--runs 2] [--load-inline] [--out DIR]
+        [--mode test|benchmark] [--runs 2] [--gpus 0] [--load-inline] [--out DIR]
     python benchmarks/batch_throughput.py --compare-pytest 6
 
 The first form runs `kernelboard judge` (a subprocess, as a user runs it) on the batch `--runs`
@@ -48,11 +48,18 @@ def kernelboard_command() -> list[str]:
 
 
 def judge(
-    leaderboard: str, paths: list[Path], root: Path, mode: str, out: Path, log: Path
+    leaderboard: str,
+    paths: list[Path],
+    root: Path,
+    mode: str,
+    out: Path,
+    log: Path,
+    gpus: str | None = None,
 ) -> tuple[float, list[dict[str, Any]]]:
     """One `kernelboard judge` run: its wall time and its records."""
     command = kernelboard_command() + ["judge", leaderboard, *map(str, paths)]
     command += ["--mode", mode, "--root", str(root), "--out", str(out)]
+    command += ["--gpus", gpus] if gpus else []
     started = time.perf_counter()
     with log.open("w") as stderr:
         result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -184,6 +191,7 @@ def report_batch(args: argparse.Namespace) -> int:
             args.mode,
             out / f"records-{index + 1}.jsonl",
             out / f"judge-{index + 1}.log",
+            args.gpus,
         )
         wrong = []
         for record in records:
@@ -318,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("test", "benchmark"), default="test")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument("--gpus", metavar="0,1,...", help="passed to kernelboard judge")
     parser.add_argument("--load-inline", action="store_true", help="the 20 load_inline candidates")
     parser.add_argument("--salt", default=None, help="load_inline sources' salt (default: random)")
     parser.add_argument("--out", help="where records and logs go (default: a temporary folder)")
