@@ -132,86 +132,74 @@ def torch_kernel(doc: str, body: str) -> str:
 EPILOGUE = "F.leaky_relu(y * self.scale, self.slope).clamp(-self.bound, self.bound)"
 
 # -- correct and slower ------------------------------------------------------------------------
-SLOWER: dict[str, tuple[str, str, dict[str, Any]]] = {
+SLOWER: dict[str, tuple[str, str]] = {
     "twice": (
         "Computes the layer twice and averages, 'for stability'.",
         f"y = (self.linear(x) + self.linear(x)) / 2\nreturn {EPILOGUE}",
-        {"faster_cpu": False},
     ),
     "chunks4": (
         "Row chunks of 4, one GEMM each.",
         "return torch.cat([self._one(c) for c in x.split(4)])",
-        {},
     ),
     "chunks8": (
         "Row chunks of 8, one GEMM each.",
         "return torch.cat([self._one(c) for c in x.split(8)])",
-        {},
     ),
     "chunks16": (
         "Row chunks of 16, one GEMM each.",
         "return torch.cat([self._one(c) for c in x.split(16)])",
-        {},
     ),
     "rows": (
         "One matrix-vector product per row.",
         "return torch.stack([self._one(row) for row in x])",
-        {"faster_cpu": False},
     ),
     "float64": (
         "Computes in float64, then rounds back.",
         "y = F.linear(x.double(), self.linear.weight.double(), self.linear.bias.double())\n"
         "y = F.leaky_relu(y * self.scale, self.slope).clamp(-self.bound, self.bound)\n"
         "return y.float()",
-        {"faster_cpu": False},
     ),
     "separate_ops": (
         "Every step its own operator.",
         "y = x @ self.linear.weight.t()\ny = y + self.linear.bias\ny = y * self.scale\n"
         "y = torch.where(y >= 0, y, y * self.slope)\n"
         "return torch.clamp_max(torch.clamp_min(y, -self.bound), self.bound)",
-        {},
     ),
     "relu_pair": (
         "The leaky ReLU as relu(y) - slope * relu(-y).",
         "y = self.linear(x) * self.scale\ny = F.relu(y) - self.slope * F.relu(-y)\n"
         "return y.clamp(-self.bound, self.bound)",
-        {},
     ),
     "transposed": (
         "The GEMM as (W x^T)^T, made contiguous again.",
         f"y = (self.linear.weight @ x.t()).t().contiguous() + self.linear.bias\nreturn {EPILOGUE}",
-        {},
     ),
     "split_k": (
         "The GEMM in four slices of K, summed.",
         "w = self.linear.weight\nparts = [xs @ ws.t() for xs, ws in zip(x.chunk(4, 1), w.chunk(4, 1))]\n"
         f"y = torch.stack(parts).sum(0) + self.linear.bias\nreturn {EPILOGUE}",
-        {},
     ),
     "nan_guard": (
         "Checks its output for NaN before returning it (a host synchronisation).",
         f"y = self.linear(x)\ny = {EPILOGUE}\n"
         "if torch.isnan(y).any().item():\n    raise FloatingPointError('NaN in the output')\n"
         "return y",
-        {},
     ),
     "einsum_clone": (
         "einsum, and a defensive copy of everything.",
         "y = torch.einsum('bk,nk->bn', x.clone(), self.linear.weight.clone())\n"
         f"y = y + self.linear.bias.clone()\nreturn ({EPILOGUE}).clone()",
-        {},
     ),
 }
 ONE_ROW = f"\ndef _one(self, x):\n    y = self.linear(x)\n    return {EPILOGUE}\n"
 
 
 def slower() -> Iterator[Spec]:
-    for name, (doc, body, extra) in SLOWER.items():
+    for name, (doc, body) in SLOWER.items():
         source = torch_model(f"Correct and slower: {doc}", body)
         if "_one(" in body:
             source += textwrap.indent(ONE_ROW, "    ")
-        expect = {"status": "passed", "flags": [ONLY_LIBRARY], "faster": False, **extra}
+        expect = {"status": "passed", "flags": [ONLY_LIBRARY], "faster": False}
         yield Spec(f"slower-{name}", source, expect)
 
 
@@ -247,10 +235,11 @@ SAME_KERNELS = {
 
 def same_speed() -> Iterator[Spec]:
     expect = {"status": "passed", "flags": [ONLY_LIBRARY], "faster": False}
+    # Three kernels where the reference launches four: it may well be faster.
+    one_fewer = {**expect, "faster": None, "note": "the scale rides in the GEMM: one kernel fewer"}
     for name, (doc, body) in SAME.items():
-        yield Spec(
-            f"same-{name}", torch_model(f"Correct, PyTorch's own kernels: {doc}", body), expect
-        )
+        source = torch_model(f"Correct, PyTorch's own kernels: {doc}", body)
+        yield Spec(f"same-{name}", source, one_fewer if name == "folded_scale" else expect)
     for name, (doc, body) in SAME_KERNELS.items():
         yield Spec(
             f"same-{name}", torch_kernel(f"Correct, PyTorch's own kernels: {doc}", body), expect
@@ -264,9 +253,9 @@ PRECISION = {
         "y = F.linear(x.half(), self.w16, self.b16).float()\nreturn " + EPILOGUE,
         "self.w16 = None",
     ),
-    "bf16_linear": (
-        "the GEMM in bfloat16 with float32 output.",
-        "y = F.linear(x.bfloat16(), self.w16, self.b16).float()\nreturn " + EPILOGUE,
+    "fp16_addmm": (
+        "addmm in float16, the epilogue in float32.",
+        "y = torch.addmm(self.b16, x.half(), self.w16.t()).float()\nreturn " + EPILOGUE,
         "self.w16 = None",
     ),
     "tf32_flag": (
@@ -283,6 +272,8 @@ PRECISION = {
 
 
 def precision() -> Iterator[Spec]:
+    # bfloat16 is left out: its 8-bit mantissa misses atol = rtol = 1e-2 on some elements at
+    # K = 1024 (1 of 65,536 in a timed call on the CPU), a verdict that depends on the input.
     note = "fewer bits in the GEMM's inputs; faster on the H100 if the GEMM dominates"
     for name, (doc, body, init) in PRECISION.items():
         imports = ""
@@ -291,11 +282,10 @@ def precision() -> Iterator[Spec]:
         elif name == "matmul_precision":
             imports = "\ntorch.set_float32_matmul_precision('high')"
         if init:  # the weights cast once, on the first call, on the device they live on
-            dtype = "torch.float16" if "fp16" in name else "torch.bfloat16"
             body = (
                 "if self.w16 is None or self.w16.device != x.device:\n"
-                f"    self.w16 = self.linear.weight.detach().to({dtype})\n"
-                f"    self.b16 = self.linear.bias.detach().to({dtype})\n" + body
+                "    self.w16 = self.linear.weight.detach().half()\n"
+                "    self.b16 = self.linear.bias.detach().half()\n" + body
             )
         source = torch_model(f"Correct: {doc}", body, imports=imports, init=init)
         yield Spec(
