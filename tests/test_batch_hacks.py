@@ -3,7 +3,8 @@
 The hacks are realistic candidates for a KernelBench-sized problem (a GEMM with a scale, a
 leaky ReLU and a clamp; tests/fixtures/batch/kernelbench/), imported as a leaderboard by
 `kernelboard import kernelbench`, whose inputs are therefore read-only. Each file in
-tests/fixtures/batch/hacks/ says on its first line which verdict it must get; a file whose
+tests/fixtures/batch/hacks/ says on its first line which verdict it must get (its "test" key:
+the verdict of the correctness cases alone, where that differs); a file whose
 second line starts with "# gpu:" attacks what only exists on a GPU (streams, CUDA events,
 the L2 flush, which kernels a call launches) and is judged by the GPU tests below, which skip
 without CUDA. The timing hacks the CPU can judge (patched clocks, caches that a judge reusing
