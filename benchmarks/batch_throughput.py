@@ -1,0 +1,351 @@
+"""Throughput and verdicts of `kernelboard judge` on a batch, judged twice.
+
+    python benchmarks/batch_throughput.py [CANDIDATES.jsonl EXPECTED.json] [--root REPO]
+        [--mode test|benchmark] [--runs 2] [--gpus 0] [--load-inline] [--out DIR]
+    python benchmarks/batch_throughput.py --compare-pytest 6
+
+The first form runs `kernelboard judge` (a subprocess, as a user runs it) on the batch `--runs`
+times and prints, for each run, its wall time and candidates per hour, every verdict that
+differs from its expectation (benchmarks/batch_candidates.py says what an expectation means),
+then whether the runs agree: the same verdicts, and speedups tied with each other (their
+intervals, from each benchmark case's `ci95_us`, overlap, or they differ by at most 2%: the
+tie rule of docs/timing.md). Without files it judges the 100-candidate batch of
+batch_candidates.py (`--load-inline`: its 20 load_inline candidates, a cold build cache on the
+first run) in a fresh repository that holds the problem's leaderboard.
+
+`--compare-pytest N` times N correct candidates judged by one `kernelboard judge` against N
+separate `pytest` runs of the same files, each a submission in a scratch copy of the fixture
+repository (tests/fixtures/core, leaderboard addone), and prints the ratio (target <= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import batch_candidates as bc  # noqa: E402
+
+from pytest_kernelboard.stats.scoring import tied  # noqa: E402
+
+ONLY_LIBRARY = bc.ONLY_LIBRARY
+
+
+def kernelboard_command() -> list[str]:
+    """The `kernelboard` script beside this Python, else the module it runs."""
+    script = Path(sys.executable).parent / "kernelboard"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pytest_kernelboard.cli"]
+
+
+def judge(
+    leaderboard: str,
+    paths: list[Path],
+    root: Path,
+    mode: str,
+    out: Path,
+    log: Path,
+    gpus: str | None = None,
+) -> tuple[float, list[dict[str, Any]]]:
+    """One `kernelboard judge` run: its wall time and its records."""
+    command = kernelboard_command() + ["judge", leaderboard, *map(str, paths)]
+    command += ["--mode", mode, "--root", str(root), "--out", str(out)]
+    command += ["--gpus", gpus] if gpus else []
+    started = time.perf_counter()
+    with log.open("w") as stderr:
+        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"kernelboard judge exited with {result.returncode}; see {log}")
+    return wall, [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+# -- expectations ----------------------------------------------------------------------------
+def effective(expect: dict[str, Any], mode: str, gpu: bool) -> dict[str, Any]:
+    """The expectation with its device and mode overrides applied."""
+    result = {k: v for k, v in expect.items() if k not in ("cpu", "test", "benchmark")}
+    if not gpu:
+        result.update(expect.get("cpu", {}))
+        result["faster"] = result.get("faster_cpu")
+    result.update(expect.get(mode, {}))
+    return result
+
+
+def faster(record: dict[str, Any]) -> bool:
+    """Reliably faster than the reference: speedup above 1 and not tied with it."""
+    return bool(record["speedup"] is not None and record["speedup"] > 1 and not record["tied"])
+
+
+def mismatches(
+    record: dict[str, Any], expect: dict[str, Any], mode: str, gpu: bool
+) -> list[tuple[str, Any, Any]]:
+    """(what, expected, got) for every way the record misses its expectation."""
+    want = effective(expect, mode, gpu)
+    found = []
+    statuses = want["status"] if isinstance(want["status"], list) else [want["status"]]
+    if record["status"] not in statuses:
+        found.append(("status", "|".join(statuses), record["status"]))
+    if "error_kind" in want and record["error_kind"] != want["error_kind"]:
+        found.append(("error_kind", want["error_kind"], record["error_kind"]))
+    # only_library_kernels is a benchmark-mode flag on a GPU, of a candidate that was timed.
+    judged_library = mode == "benchmark" and gpu and record["status"] == "passed"
+    expected_flags = {f for f in want.get("flags", []) if f != ONLY_LIBRARY or judged_library}
+    got_flags = {f for f in record["flags"] if f != ONLY_LIBRARY or judged_library}
+    if expected_flags != got_flags:
+        found.append(("flags", sorted(expected_flags), sorted(got_flags)))
+    timed = mode == "benchmark" and record["status"] == "passed"
+    if timed and want.get("faster") is not None and faster(record) != want["faster"]:
+        found.append(
+            ("faster", want["faster"], f"speedup {record['speedup']}, tied {record['tied']}")
+        )
+    return found
+
+
+# -- agreement between runs ------------------------------------------------------------------
+def verdict(record: dict[str, Any]) -> tuple[str, str | None, tuple[str, ...]]:
+    return record["status"], record["error_kind"], tuple(sorted(record["flags"]))
+
+
+def case_speedups(record: dict[str, Any]) -> dict[str, tuple[float, list[float]]]:
+    """Per benchmark case: (speedup, its interval from the case's ci95_us)."""
+    found = {}
+    for case in record["cases"]:
+        if case["kind"] != "benchmark" or case["speedup"] is None or not case["ci95_us"]:
+            continue
+        reference, (low, high) = case["reference_us"], case["ci95_us"]
+        interval = [reference / high if high > 0 else 0.0, reference / low if low > 0 else 1e30]
+        found[case["id"]] = (case["speedup"], interval)
+    return found
+
+
+def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[str, Any]:
+    """Verdicts that differ, and speedups (per benchmark case) not tied with each other."""
+    by_id = {r["id"]: r for r in second}
+    differ, untied, compared = [], [], 0
+    for record in first:
+        other = by_id.get(record["id"])
+        if other is None:
+            differ.append((record["id"], verdict(record), None))
+            continue
+        if verdict(record) != verdict(other):
+            differ.append((record["id"], verdict(record), verdict(other)))
+        mine, theirs = case_speedups(record), case_speedups(other)
+        for case_id in mine.keys() & theirs.keys():
+            compared += 1
+            (a, a_int), (b, b_int) = mine[case_id], theirs[case_id]
+            if not tied(a, a_int, b, b_int):
+                untied.append((record["id"], a, b))
+    return {"differ": differ, "untied": untied, "compared": compared}
+
+
+# -- printing --------------------------------------------------------------------------------
+def table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def category(candidate_id: str) -> str:
+    return candidate_id.split("-", 1)[0]
+
+
+def verdict_table(records: list[dict[str, Any]]) -> str:
+    counts = Counter((category(r["id"]), r["status"]) for r in records)
+    categories = sorted({c for c, _ in counts})
+    statuses = ["passed", "failed", "error"]
+    rows = [[c, *(counts[(c, s)] for s in statuses)] for c in categories]
+    return table(rows, ["category", *statuses])
+
+
+def report_batch(args: argparse.Namespace) -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
+    out = Path(args.out) if args.out else scratch
+    out.mkdir(parents=True, exist_ok=True)
+    if args.candidates:
+        lines, expected_path = Path(args.candidates), Path(args.expected)
+    else:
+        stem = "load_inline" if args.load_inline else "batch"
+        specs = bc.load_inline_batch(args.salt) if args.load_inline else bc.main_batch()
+        lines, expected_path = bc.write_batch(specs, out, stem)
+    root = Path(args.root) if args.root else bc.make_repo(scratch / "repo")
+    expected = json.loads(expected_path.read_text())
+    gpu = args.device == "gpu" or (args.device == "auto" and has_gpu())
+    print(f"{lines}: {len(expected)} candidates, {args.mode} mode, on {'GPU' if gpu else 'CPU'}")
+    runs = []
+    for index in range(args.runs):
+        wall, records = judge(
+            args.leaderboard,
+            [lines],
+            root,
+            args.mode,
+            out / f"records-{index + 1}.jsonl",
+            out / f"judge-{index + 1}.log",
+            args.gpus,
+        )
+        wrong = []
+        for record in records:
+            for what, want, got in mismatches(record, expected[record["id"]], args.mode, gpu):
+                wrong.append(
+                    [record["id"], what, want, got, record["message"][:70].replace("\n", " ")]
+                )
+        missing = sorted(set(expected) - {r["id"] for r in records})
+        runs.append((wall, records, wrong, missing))
+        print(f"\nrun {index + 1}: {len(records)} records in {wall:.1f} s")
+        print(verdict_table(records))
+        if wrong:
+            print(f"\nverdicts not as expected ({len(wrong)}):")
+            print(table(wrong, ["id", "what", "expected", "got", "message"]))
+        if missing:
+            print(f"no record for: {', '.join(missing)}")
+    summary = []
+    for index, (wall, records, wrong, missing) in enumerate(runs, 1):
+        as_expected = len(records) - len({row[0] for row in wrong})
+        rate = 3600 * len(records) / wall if wall > 0 else 0.0
+        summary.append(
+            [index, f"{wall:.1f}", f"{rate:.0f}", f"{as_expected}/{len(expected)}", len(missing)]
+        )
+    if len(runs) > 1:
+        agreement = compare_runs(runs[0][1], runs[1][1])
+        print(f"\nruns 1 and 2: {len(agreement['differ'])} verdicts differ")
+        for row in agreement["differ"]:
+            print(f"  {row[0]}: {row[1]} vs {row[2]}")
+        print(
+            f"speedups compared: {agreement['compared']}, not tied with each other: "
+            f"{len(agreement['untied'])}"
+        )
+        for candidate_id, a, b in agreement["untied"]:
+            print(f"  {candidate_id}: {a:.3f} vs {b:.3f}")
+    print(f"\nrecords and logs: {out}\n")
+    print(table(summary, ["run", "wall_s", "candidates/h", "as expected", "missing"]))
+    if len(runs) > 1:
+        print(
+            f"verdicts equal across runs: {len(runs[0][1]) - len(agreement['differ'])}/"
+            f"{len(runs[0][1])}; speedups tied across runs: "
+            f"{agreement['compared'] - len(agreement['untied'])}/{agreement['compared']}"
+        )
+    return 0
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# -- one judge against separate pytest runs --------------------------------------------------
+CORRECT_ADDONE = [
+    "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n",
+    "import torch\n\n\ndef custom_kernel(data):\n    x, out = data\n    return torch.add(x, 1, out=out)\n",
+    "def custom_kernel(data):\n    x, out = data\n    out.copy_(x)\n    return out.add_(1)\n",
+    "import torch\n\n\ndef custom_kernel(data):\n    x, out = data\n"
+    "    return torch.add(x, torch.ones_like(x), out=out)\n",
+    "def custom_kernel(data):\n    x, out = data\n    out[:] = x + 1\n    return out\n",
+    "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x.add(1.0))\n",
+]
+
+
+def compare_pytest(args: argparse.Namespace) -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="kb-compare-"))
+    root = scratch / "repo"
+    shutil.copytree(Path(args.fixture), root)
+    paths = []
+    for index in range(args.compare_pytest):
+        folder = root / "submissions" / args.compare_leaderboard / f"batch{index:02d}"
+        folder.mkdir(parents=True)
+        source = CORRECT_ADDONE[index % len(CORRECT_ADDONE)]
+        paths.append(folder / "submission.py")
+        paths[-1].write_text(f"# candidate {index}\n{source}")
+    # The same sources as a JSONL: files given by path take their names (all submission.py)
+    # as ids, which a batch refuses as duplicates.
+    lines = scratch / "candidates.jsonl"
+    lines.write_text(
+        "".join(
+            json.dumps({"id": path.parent.name, "source": path.read_text()}) + "\n"
+            for path in paths
+        )
+    )
+    judge_wall, records = judge(
+        args.compare_leaderboard,
+        [lines],
+        root,
+        "test",
+        scratch / "records.jsonl",
+        scratch / "judge.log",
+    )
+    bad = [r["id"] for r in records if r["status"] != "passed"]
+    pytest_walls = []
+    for path in paths:
+        started = time.perf_counter()
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(path.relative_to(root)),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        pytest_walls.append(time.perf_counter() - started)
+        if result.returncode != 0:
+            bad.append(f"pytest {path.relative_to(root)}: exit {result.returncode}")
+    total = sum(pytest_walls)
+    rows = [
+        ["kernelboard judge (one run)", f"{judge_wall:.1f}", f"{judge_wall / len(paths):.1f}"],
+        [f"pytest ({len(paths)} runs)", f"{total:.1f}", f"{total / len(paths):.1f}"],
+    ]
+    print(table(rows, ["how", "wall_s", "per candidate"]))
+    print(f"ratio judge / pytest: {judge_wall / total:.2f} (target <= 0.5)")
+    if bad:
+        print(f"not passed: {', '.join(bad)}")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("candidates", nargs="?", help="a JSONL of {id, source, lang}")
+    parser.add_argument("expected", nargs="?", help="its expectations (JSON)")
+    parser.add_argument("--root", help="the repository (default: a fresh one with the problem)")
+    parser.add_argument("--leaderboard", default=bc.LEADERBOARD)
+    parser.add_argument("--mode", choices=("test", "benchmark"), default="test")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument("--gpus", metavar="0,1,...", help="passed to kernelboard judge")
+    parser.add_argument("--load-inline", action="store_true", help="the 20 load_inline candidates")
+    parser.add_argument("--salt", default=None, help="load_inline sources' salt (default: random)")
+    parser.add_argument("--out", help="where records and logs go (default: a temporary folder)")
+    parser.add_argument(
+        "--compare-pytest", type=int, metavar="N", help="N candidates, judge vs pytest"
+    )
+    parser.add_argument("--fixture", default=str(bc.ROOT / "tests" / "fixtures" / "core"))
+    parser.add_argument("--compare-leaderboard", default="addone")
+    args = parser.parse_args(argv)
+    if args.compare_pytest:
+        return compare_pytest(args)
+    if bool(args.candidates) != bool(args.expected):
+        parser.error("give both CANDIDATES.jsonl and EXPECTED.json, or neither")
+    if args.load_inline and args.salt is None:
+        import secrets
+
+        args.salt = secrets.token_hex(4)
+    return report_batch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
