@@ -448,6 +448,9 @@ class SubmissionJudge:
             return outcome
         remaining = timeout_s - (time.perf_counter() - started)
         outcome = self._timed_outcome(self.time_case(case, plan, remaining, progress))
+        # The reference is timed next, in a worker of its own: this one's windows and the
+        # judge's cache must not hold a copy of the inputs meanwhile.
+        self.release_cached_memory(windows=True)
         if outcome.passed and reference is not None:
             outcome.reference_timing = reference(case)
             # A time below the clock's grain (0 µs) has no ratio: the case stands without one.
