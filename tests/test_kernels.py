@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kernelboard.judge.kernels import is_library_kernel, only_library_kernels, top_kernels
+from pytest_kernelboard.judge.kernels import (
+    is_library_kernel,
+    only_library_kernels,
+    own_kernel_names,
+    top_kernels,
+)
 
 LIBRARY = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(...)",
@@ -14,6 +19,8 @@ LIBRARY = [
     "void cublasLt::splitKreduce_kernel<32, 16, int, float>(...)",
     "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>>(...)",
     "fmha_cutlassF_f32_aligned_64x64_rf_sm80(...)",
+    "cutlass3x_sm90_tensorop_s64x128x16gemm_f32_f32_f32_f32_f32_128x128x32_1x2x1_0_tnn_align4",
+    "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4",
     "triton_poi_fused_add_mul_0",
     "triton_red_fused_sum_1",
     "void cub::DeviceReduceKernel<...>(...)",
@@ -23,6 +30,7 @@ OWN = [
     "_Z10vec_add_f32PKfS0_Pfi",  # a load_inline kernel, mangled
     "fused_gemm_leaky_relu(float const*, float*, int)",
     "softmax_online_kernel",
+    "void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<MyFusedGemm>>(...)",
 ]
 
 
@@ -48,3 +56,18 @@ def test_top_kernels_sums_calls_by_name_longest_first():
         {"name": "b", "calls": 1, "device_us": 5.0, "library": False},
         {"name": "a", "calls": 2, "device_us": 3.0, "library": False},
     ]
+
+
+def test_own_kernels_come_from_the_source_and_a_decoy_is_seen_through():
+    source = (
+        "import triton\n@triton.jit\ndef fused_leaky(x_ptr, n):\n    pass\n\n"
+        "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef tuned(x):\n    pass\n"
+        'cuda = """__global__ void add_kernel(const float* a) {}\n'
+        'template <int N> __global__ void __launch_bounds__(256) tiled(float* x) {}"""\n'
+    )
+    own = own_kernel_names(source)
+    assert {"fused_leaky", "add_kernel", "tiled"} <= own
+    torch_only = [("void at::native::vectorized_elementwise_kernel<4>(...)", 3.0)]
+    # Its Triton kernel is defined but the call launched only torch's: a decoy.
+    assert only_library_kernels(torch_only, own)
+    assert not only_library_kernels(torch_only + [("fused_leaky", 1.0)], own)

@@ -99,6 +99,14 @@ def test_warmup_ends_when_two_calls_agree():
     assert w.reason([5000.0, 120.0, 100.0, 105.0], 0.0) == "stable"
 
 
+def test_noisy_but_steady_calls_are_warm_without_two_agreeing():
+    # +-15% noise: no two consecutive calls agree within 10%, yet nothing is compiling.
+    noisy = [9000.0, 100.0, 130.0, 95.0]
+    assert not Warmup().done(noisy[:3], 0.0)  # the compile call is still among the last three
+    assert Warmup().reason(noisy, 0.0) == "steady"
+    assert Warmup().reason([9000.0, 100.0, 300.0, 95.0], 0.0) is None  # 3x apart: not yet
+
+
 def test_warmup_is_bounded():
     flapping = [100.0, 200.0] * 10
     assert Warmup(max_calls=6).reason(flapping[:6], 0.0) == "max_calls"

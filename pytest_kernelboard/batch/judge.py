@@ -3,8 +3,8 @@
 Each GPU's judge keeps its CUDA context, its leaderboard modules and the reference's timings for
 the whole batch (one `JudgingSession`), and gives every candidate a fresh sandboxed worker from
 a pool started ahead. While one candidate is judged, the next ones are already imported (their
-builds run on the CPU meanwhile); while a case is timed, every other worker's Python process is
-paused, so no other candidate's work overlaps a timed call. A candidate that crashes, hangs or
+builds run on the CPU meanwhile); while a case is timed, every other candidate's worker Python
+process is paused, so no other candidate's work overlaps a timed call. A candidate that crashes, hangs or
 poisons its worker costs only itself: its worker is killed and never reused.
 
 Records stream out in the order the candidates were given, each as soon as it and all before
@@ -28,7 +28,7 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession
 from ..evaluation.submission import SubmissionEvaluation
-from ..judge.kernels import only_library_kernels, top_kernels
+from ..judge.kernels import only_library_kernels, own_kernel_names, top_kernels
 from ..judge.staging import remove_staged
 from ..names import slug
 from ..results.recorder import case_record
@@ -222,9 +222,10 @@ class BatchJudge:
                 continue
             if case.kind == TEST:
                 outcomes.append((case, evaluation.run(case)))
-            else:  # no other candidate's worker runs while this one is timed
+            else:  # no other candidate's code runs while this one is timed
+                # (spare workers, which hold no candidate's code yet, keep starting: pausing
+                # them put a worker's start-up on every candidate's critical path)
                 idle = [w.process.pid for e in others for w in e.workers()]
-                idle += [w.process.pid for w in self.session.pool.spare_workers()]
                 with paused(idle):
                     outcomes.append((case, evaluation.run(case)))
         extra_flags, profile = self._census(evaluation, outcomes)
@@ -259,7 +260,9 @@ class BatchJudge:
         census = getattr(judge, "kernel_census", lambda *_: None)(
             timed[0][0], self.session.timeout(self.task, timed[0][0].kind)
         )
-        flags = [Flag.ONLY_LIBRARY_KERNELS] if census and only_library_kernels(census) else []
+        own = own_kernel_names(evaluation.ref.path.read_text(errors="replace"))
+        library_only = census is not None and only_library_kernels(census, own)
+        flags = [Flag.ONLY_LIBRARY_KERNELS] if library_only else []
         if not self.profile:
             return flags, None
         return flags, {

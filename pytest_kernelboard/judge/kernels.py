@@ -11,22 +11,39 @@ file, CuPy) carries the name its source gave it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 LIBRARY_KERNEL = re.compile(
-    r"at::native|at::cuda|\bc10::|aten::|cublas|cudnn|cutlass::|cutlass_|nvjet|xmma|gemv2|gemmk1|"
+    r"at::native|at::cuda|\bc10::|aten::|cublas|cudnn|nvjet|xmma|gemv2|gemmk1|"
     r"gemmSN|splitKreduce|\bcub::|flash_fwd|flash_bwd|fmha|pytorch_flash|"
+    # cuBLAS's own CUTLASS kernels (a submission's CUTLASS kernels are cutlass::Kernel<...>)
+    r"^cutlass\d*x?_|cutlass_\d+_|"
     r"^(triton_(poi|red|per|tem|for)_)|^(ampere|sm\d+|volta|turing)_",
     re.IGNORECASE,
 )
+# Kernels a source defines: Triton's @triton.jit functions, CUDA's __global__ functions.
+_TRITON_KERNEL = re.compile(r"@(?:triton\.)?jit\b[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
+_CUDA_KERNEL = re.compile(r"__global__\s+(?:[\w:<>,\s*&]*?\s)?(\w+)\s*\(")
+
+
+def own_kernel_names(source: str) -> set[str]:
+    """The kernels a candidate's source defines by name (Triton functions, __global__ ones)."""
+    cuda = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", source)
+    return set(_TRITON_KERNEL.findall(source)) | set(_CUDA_KERNEL.findall(cuda))
 
 
 def is_library_kernel(name: str) -> bool:
     return bool(LIBRARY_KERNEL.search(name))
 
 
-def only_library_kernels(kernels: Sequence[tuple[str, float]]) -> bool:
-    """The call launched kernels, and all of them are PyTorch's or a vendor library's."""
+def only_library_kernels(
+    kernels: Sequence[tuple[str, float]], own_names: Iterable[str] = ()
+) -> bool:
+    """The call launched kernels, all of them PyTorch's or a vendor library's, and none the
+    candidate's source defines (a decoy defined and never launched leaves this true)."""
+    own = [name for name in own_names if name]
+    if any(any(mine in name for mine in own) for name, _ in kernels):
+        return False
     return bool(kernels) and all(is_library_kernel(name) for name, _ in kernels)
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "budget_for_case",
 ]
 
+STEADY_CALLS = 3  # the last calls a noisy warm-up compares
 CONVERGED = "converged"
 TIME_BUDGET = "time_budget"
 MAX_SAMPLES = "max_samples"
@@ -114,8 +115,9 @@ class Warmup:
     """Warm-up is over once JIT compilation, autotuning and lazy allocation are out of the way.
 
     done() when all of: at least min_calls calls, at least min_time_s spent, and the last two
-    calls agree within `tolerance` (|a - b| <= tolerance * min(a, b)); or, as a bound, once
-    max_calls calls or max_time_s have been spent. A first call that compiles for seconds never
+    calls agree within `tolerance` (|a - b| <= tolerance * min(a, b)) or the last three stay
+    within `steady_ratio` of each other (noisy calls that never agree pairwise are warm too);
+    or, as a bound, once max_calls calls or max_time_s have been spent. A first call that compiles for seconds never
     agrees with the second one, so it never leaks into the measured samples. The judge seeds the
     list with the correctness call's own duration, so a long kernel that needs no compilation
     is warm after one more call instead of two (each costs as much as a sample).
@@ -126,6 +128,7 @@ class Warmup:
     tolerance: float = 0.10
     max_calls: int = 100
     max_time_s: float = 5.0
+    steady_ratio: float = 1.5
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_calls <= self.max_calls:
@@ -140,6 +143,12 @@ class Warmup:
             a, b = durations_us[-2], durations_us[-1]
             if abs(a - b) <= self.tolerance * min(a, b):
                 return "stable"
+            # Noisy but steady: compilation, autotuning and first touch make a call many times
+            # slower than the next; calls that stay within steady_ratio of each other are warm,
+            # even where their noise keeps any two from agreeing within the tolerance.
+            last = durations_us[-STEADY_CALLS:]
+            if n >= STEADY_CALLS + 1 and max(last) <= self.steady_ratio * max(min(last), 1e-9):
+                return "steady"
         if n >= self.max_calls:
             return "max_calls"
         if elapsed_s >= self.max_time_s and n >= 1:
