@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_kernelboard.judge.kernels import (
+    census_exceeds_timing,
     is_library_kernel,
     only_library_kernels,
     own_kernel_names,
@@ -71,3 +72,12 @@ def test_own_kernels_come_from_the_source_and_a_decoy_is_seen_through():
     # Its Triton kernel is defined but the call launched only torch's: a decoy.
     assert only_library_kernels(torch_only, own)
     assert not only_library_kernels(torch_only + [("fused_leaky", 1.0)], own)
+
+
+def test_a_kernel_longer_than_the_whole_timed_call_ran_outside_it():
+    timing = {"rank_us": 2.0}
+    hidden = [("sm90_xmma_gemm_f32", 40.0), ("epilogue", 1.5)]
+    assert "ran outside the timed stream" in census_exceeds_timing(hidden, timing)
+    # Overlapping kernels on fenced streams are each within the interval: nothing to say.
+    assert census_exceeds_timing([("a", 9.0), ("b", 9.0)], {"rank_us": 10.0}) is None
+    assert census_exceeds_timing(None, timing) is None

@@ -28,7 +28,12 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession
 from ..evaluation.submission import SubmissionEvaluation
-from ..judge.kernels import only_library_kernels, own_kernel_names, top_kernels
+from ..judge.kernels import (
+    census_exceeds_timing,
+    only_library_kernels,
+    own_kernel_names,
+    top_kernels,
+)
 from ..judge.staging import remove_staged
 from ..names import slug
 from ..results.recorder import case_record
@@ -260,6 +265,10 @@ class BatchJudge:
         census = getattr(judge, "kernel_census", lambda *_: None)(
             timed[0][0], self.session.timeout(self.task, timed[0][0].kind)
         )
+        case, outcome = timed[0]
+        unseen = census_exceeds_timing(census, outcome.timing)
+        if unseen:  # its kernels ran somewhere the timed interval did not see: not fast, failed
+            outcome.status, outcome.message = "failed", unseen
         own = own_kernel_names(evaluation.ref.path.read_text(errors="replace"))
         library_only = census is not None and only_library_kernels(census, own)
         flags = [Flag.ONLY_LIBRARY_KERNELS] if library_only else []

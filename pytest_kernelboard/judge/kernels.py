@@ -64,3 +64,33 @@ def top_kernels(kernels: Sequence[tuple[str, float]], n: int = 5) -> list[dict[s
         }
         for name, (calls, total) in ranked
     ]
+
+
+# A call's kernels, run one after another, take at most this much longer than the call's
+# timed interval (kernels that overlap on several streams only make the sum larger; the
+# profiler adds a little to each).
+CENSUS_SLACK = 1.5
+CENSUS_SLACK_US = 5.0
+
+
+def census_exceeds_timing(
+    kernels: Sequence[tuple[str, float]] | None, timing: dict | None
+) -> str | None:
+    """Why a call's timed interval missed work its kernels did, or None.
+
+    The census sees every kernel of the call, on any stream; the timed interval sees the
+    stream it fences. Kernels whose device time far exceeds the interval (even summed as if
+    they overlapped completely: the longest one alone) ran where the events did not look (a
+    stream made outside torch, a cuBLAS handle bound to one), so the time is not the call's."""
+    if not kernels or not timing or not timing.get("rank_us"):
+        return None
+    longest = max(duration for _, duration in kernels)
+    measured = float(timing["rank_us"])
+    if longest > CENSUS_SLACK * measured + CENSUS_SLACK_US:
+        name = max(kernels, key=lambda k: k[1])[0]
+        return (
+            f"the timed calls took {measured:.1f} us, but one of its kernels alone ran "
+            f"{longest:.1f} us ({name[:80]}): it ran outside the timed stream, so that time "
+            "is not the call's"
+        )
+    return None
