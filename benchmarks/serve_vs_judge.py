@@ -104,12 +104,14 @@ def main() -> int:
     parser.add_argument("--root", type=Path)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--limit", type=float, default=1.1, help="serve/judge at most")
+    parser.add_argument("--keep", type=Path, help="keep the judge's records and logs here")
     args = parser.parse_args()
 
     from pytest_kernelboard.batch import load_candidates
 
     candidates = load_candidates(args.candidates)
-    scratch = Path(tempfile.mkdtemp(prefix="kb-serve-vs-judge-"))
+    scratch = args.keep or Path(tempfile.mkdtemp(prefix="kb-serve-vs-judge-"))
+    scratch.mkdir(parents=True, exist_ok=True)
     judge_walls, serve_walls = [], []
     agree = True
     for repeat in range(args.repeats):
