@@ -48,7 +48,7 @@ from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
-PREFETCH = 2  # candidates imported ahead of the one being judged
+PREFETCH = 3  # candidates imported ahead of the one being judged
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):
@@ -152,6 +152,9 @@ class BatchJudge:
         self.profile = profile
         self.session = JudgingSession(mode, root, progress=progress)
         self.session.pool.spares = spares if spares is not None else default_spares()
+        # Benchmark mode on a GPU takes a kernel census of every candidate (only library
+        # kernels?): its workers start the profiler while they start, off the critical path.
+        self.session.pool.warm_profiler = mode == "benchmark" and self.session.use_cuda
         self.session.modules(task)  # imported once, here, before any thread looks ahead
         self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
         self._count = 0
@@ -290,4 +293,4 @@ class BatchJudge:
 def default_spares() -> int:
     """Workers kept starting ahead: enough to hide a worker's start-up (seconds) behind the
     judging of the candidates before it, without a CUDA context per core."""
-    return max(1, min(PREFETCH + 1, (os.cpu_count() or 2) // 2))
+    return max(1, min(PREFETCH + 1, (os.cpu_count() or 2) // 4))

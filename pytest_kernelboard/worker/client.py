@@ -30,6 +30,7 @@ from .protocol import ErrorKind, Op
 from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
+WARM_PROFILER_VARIABLE = "KERNELBOARD_WARM_PROFILER"
 SEND_TIMEOUT_S = 120
 
 
@@ -162,10 +163,13 @@ class WorkerProcess:
         launcher: Launcher | None = None,
         sandboxed: bool | None = None,
         host_network: bool = False,
+        warm_profiler: bool = False,
     ):
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
-        host's network inside the sandbox (the ranks of a multi-GPU case meet on loopback)."""
+        host's network inside the sandbox (the ranks of a multi-GPU case meet on loopback).
+        warm_profiler: start torch's profiler once while starting (seconds, off anyone's
+        critical path), so a later kernel census costs milliseconds (the batch judge's)."""
         self.host_network = host_network
         self.launcher = launcher
         self.cache_dir = cache_dir or default_cache_dir()
@@ -191,6 +195,8 @@ class WorkerProcess:
         )
         env = worker_environment(os.environ, self.home, self.cache_dir)
         env[sandbox.LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
+        if warm_profiler:
+            env[WARM_PROFILER_VARIABLE] = "1"
         cage = self._cage(env) if self.sandboxed else []
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -655,12 +661,15 @@ class WorkerPool:
     def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
         self.launcher = launcher
         self.spares = spares
+        self.warm_profiler = False  # workers start torch's profiler while they start
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-spawn")
 
     def _spawn(self) -> WorkerProcess:
-        return self._spawner.submit(WorkerProcess, launcher=self.launcher).result()
+        return self._spawner.submit(
+            WorkerProcess, launcher=self.launcher, warm_profiler=self.warm_profiler
+        ).result()
 
     def prestart(self) -> None:
         with self._lock:

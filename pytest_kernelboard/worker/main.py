@@ -135,6 +135,12 @@ class Worker:
             # Create the CUDA context now, while the judge is still starting: the first
             # request would otherwise wait for it.
             torch.zeros(1, device="cuda")
+            if os.environ.get("KERNELBOARD_WARM_PROFILER"):
+                # The profiler's first start costs seconds: pay them now, not in a census.
+                cuda_only = [torch.profiler.ProfilerActivity.CUDA]
+                with torch.profiler.profile(activities=cuda_only):
+                    torch.zeros(1, device="cuda")
+                    torch.cuda.synchronize()
         self.streams = StreamTracker(torch) if self.cuda else None
         self.blocker: Any = None  # worker/blocking.py, made on the first timed call
         self.blocking = self.cuda  # False once a call synchronised inside the blocked window
