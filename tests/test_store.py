@@ -225,3 +225,19 @@ def test_a_run_for_a_leaderboard_that_no_longer_loads_is_refused_with_its_error(
     err = capsys.readouterr().err
     assert "leaderboard 'softmax' does not load" in err and "already used by" in err
     assert snapshot(repo) == {}
+
+
+def test_two_authors_with_the_same_code_in_one_run_are_two_entries(repo: Path):
+    run = sample_run()
+    twin = copy.deepcopy(run["evaluations"][0])
+    twin["submission"]["author"] = "carol"
+    run["evaluations"].append(twin)
+    filed = store.add_run(repo, run)
+    assert len(filed) == 2
+    # The same author's same code twice in one run is still one evaluation too many.
+    again = sample_run()
+    again["run_id"] = "c" * 32
+    again["evaluations"][0]["submission"]["author"] = "dan"
+    again["evaluations"].append(copy.deepcopy(again["evaluations"][0]))
+    with pytest.raises(store.StoreError, match="repeats an earlier evaluation"):
+        store.add_run(repo, again)

@@ -131,8 +131,9 @@ def check_run(run: dict[str, Any], catalog: Catalog) -> None:
 
 
 def _existing_duplicate(root: Path, run: dict[str, Any], index: int) -> Path | None:
-    """A filed record of the same evaluation: same run id and index, or same submission
-    (sha256) on the same leaderboard and device created at the same second. Reference runs
+    """A filed record of the same evaluation: same run id and index, or the same author's
+    same submission (sha256) on the same leaderboard and device created at the same second
+    (two authors may submit the same code: two entries). Reference runs
     (reference_runs.py) of two runs may share code and second; only the run id tells them apart."""
     target = root / record_relpath(run, index)
     folder = target.parent
@@ -142,14 +143,18 @@ def _existing_duplicate(root: Path, run: dict[str, Any], index: int) -> Path | N
         return path
     if run["evaluations"][index]["submission"].get("is_reference"):
         return None
-    sha = run["evaluations"][index]["submission"]["sha256"]
+    submission = run["evaluations"][index]["submission"]
+    sha, author = submission["sha256"], submission["author"]
     for path in folder.glob(f"{stamp(run['created_at'])}-*.json"):
         try:
             other = Run.from_json(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
         if any(
-            e.submission.sha256 == sha and not e.submission.is_reference for e in other.evaluations
+            e.submission.sha256 == sha
+            and e.submission.author == author
+            and not e.submission.is_reference
+            for e in other.evaluations
         ):
             return path
     return None
@@ -211,6 +216,7 @@ def add_run(
             )
         key = (
             evaluation["submission"]["sha256"],
+            evaluation["submission"]["author"],
             evaluation["leaderboard"]["name"],
             bool(evaluation["submission"].get("is_reference")),
         )
