@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from pytest_kernelboard.judge.kernels import (
@@ -11,6 +13,7 @@ from pytest_kernelboard.judge.kernels import (
     own_kernel_names,
     top_kernels,
 )
+from pytest_kernelboard.worker.census import KernelCensus, drop_sentinels
 
 LIBRARY = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(...)",
@@ -81,3 +84,77 @@ def test_a_kernel_longer_than_the_whole_timed_call_ran_outside_it():
     # Overlapping kernels on fenced streams are each within the interval: nothing to say.
     assert census_exceeds_timing([("a", 9.0), ("b", 9.0)], {"rank_us": 10.0}) is None
     assert census_exceeds_timing(None, timing) is None
+
+
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+
+
+# -- the worker's census under a profiler that loses its first records --------------------------
+
+
+class _LossyProfiler:
+    """torch's profiler as CUPTI leaves it: session k (from 0) loses its first k kernel
+    records, as when the timestamp callback is registered again for every session."""
+
+    sessions = 0
+
+    def __init__(self, launches: list[str], activities: list) -> None:
+        self.launches = launches
+        self.activities = activities
+
+    def __enter__(self) -> _LossyProfiler:
+        self.launches.clear()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        type(self).sessions += 1
+
+    def events(self) -> list:
+        lost = type(self).sessions - 1
+        return [
+            types.SimpleNamespace(name=name, device_time=1.0, device_type="cuda")
+            for name in self.launches[lost:]
+        ] + [types.SimpleNamespace(name="aten::add", device_time=0.0, device_type="cpu")]
+
+
+def _torch_with_lossy_profiler() -> tuple[types.SimpleNamespace, list[str]]:
+    launches: list[str] = []
+    _LossyProfiler.sessions = 0
+    torch = types.SimpleNamespace(
+        profiler=types.SimpleNamespace(
+            profile=lambda activities: _LossyProfiler(launches, activities),
+            ProfilerActivity=types.SimpleNamespace(CPU="cpu", CUDA="cuda"),
+        ),
+        cuda=types.SimpleNamespace(
+            _sleep=lambda cycles: launches.append("at::cuda::spin_kernel(long)"),
+            synchronize=lambda: None,
+        ),
+        autograd=types.SimpleNamespace(DeviceType=types.SimpleNamespace(CUDA="cuda")),
+        zeros=lambda *a, **k: launches.append("at::native::fill_kernel"),
+    )
+    return torch, launches
+
+
+def test_a_census_keeps_the_calls_kernels_when_the_profiler_loses_its_first_records():
+    """A `return a + b` launches one kernel: after a warm-up session and a trace, the census
+    must still see it (without sentinels, the lost head record would be that kernel)."""
+    torch, launches = _torch_with_lossy_profiler()
+    census = KernelCensus(torch)
+    census.warm()
+    census.sessions += 1  # a profiled trace in between, as Op.PROFILE counts it
+    for _ in range(3):
+        output, kernels = census.run(lambda: launches.append(ADD) or "sum")
+        assert output == "sum"
+        assert kernels == [(ADD, 1.0)]
+        assert only_library_kernels(kernels)
+
+
+def test_sentinels_are_dropped_by_count_and_copies_are_not_kernels():
+    launched = [
+        ("at::cuda::spin_kernel(long)", 1.0),
+        ("Memcpy HtoD", 2.0),
+        ("mine", 3.0),
+        ("at::cuda::spin_kernel(long)", 4.0),  # the call's own: only `sentinels` go
+    ]
+    assert drop_sentinels(launched, 1) == [("mine", 3.0), ("at::cuda::spin_kernel(long)", 4.0)]
+    assert drop_sentinels(launched, 5) == [("mine", 3.0)]

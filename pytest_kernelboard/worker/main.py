@@ -25,6 +25,7 @@ from pytest_kernelboard.worker.builds import (
     load_cuda_submission,
     read_build_spec,
 )
+from pytest_kernelboard.worker.census import KernelCensus
 from pytest_kernelboard.worker.cloning import clone_data
 from pytest_kernelboard.worker.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
@@ -135,12 +136,9 @@ class Worker:
             # Create the CUDA context now, while the judge is still starting: the first
             # request would otherwise wait for it.
             torch.zeros(1, device="cuda")
-            if os.environ.get("KERNELBOARD_WARM_PROFILER"):
-                # The profiler's first start costs seconds: pay them now, not in a census.
-                cuda_only = [torch.profiler.ProfilerActivity.CUDA]
-                with torch.profiler.profile(activities=cuda_only):
-                    torch.zeros(1, device="cuda")
-                    torch.cuda.synchronize()
+        self.census = KernelCensus(torch) if self.cuda else None
+        if self.census is not None and os.environ.get("KERNELBOARD_WARM_PROFILER"):
+            self.census.warm()  # the profiler's first start costs seconds: not in a census
         self.streams = StreamTracker(torch) if self.cuda else None
         self.blocker: Any = None  # worker/blocking.py, made on the first timed call
         self.blocking = self.cuda  # False once a call synchronised inside the blocked window
@@ -335,26 +333,18 @@ class Worker:
             output = self.kernel(data)
             if self.cuda:
                 torch.cuda.synchronize()
+        if self.census is not None:
+            self.census.sessions += 1  # a session of its own: a census after it needs one more
         profiler.export_chrome_trace(trace_path)
         return {"output": self._sendable(output)}
 
     def kernels(self, data: Any) -> dict:
-        """One call under torch's profiler (CUDA activity only): the GPU kernels it launched,
+        """One call under torch's profiler (worker/census.py): the GPU kernels it launched,
         with their device times, for the judge to tell its own kernels from library ones."""
-        torch = self.torch
         if not self.windows:
             data = clone_data(data)
-        activities = [torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities) as profiler:
-            output = self.kernel(data)
-            torch.cuda.synchronize()
-        launched = [
-            [str(event.name), float(getattr(event, "device_time", 0.0) or 0.0)]
-            for event in profiler.events()
-            if event.device_type == torch.autograd.DeviceType.CUDA
-            and not str(event.name).startswith(("Memcpy", "Memset"))
-        ]
-        return {"output": self._sendable(output), "kernels": launched}
+        output, launched = self.census.run(lambda: self.kernel(data))
+        return {"output": self._sendable(output), "kernels": [list(k) for k in launched]}
 
     def calibrate(self, flush_bytes: int, launch_allowance_us: float, calls: int = 30) -> dict:
         """The harness's own cost, from empty calls timed exactly like real ones.

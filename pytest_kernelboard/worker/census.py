@@ -1,0 +1,73 @@
+"""One call's GPU kernels under torch's profiler, robust to the profiler's lost first records.
+
+Each profiling session after a process's first re-registers CUPTI's timestamp callback, and
+CUPTI then corrupts or drops the first kernel records of the session, one more per session
+(pytorch/pytorch#192021). A worker that started the profiler early (to pay its start-up off
+the clock) would lose the one kernel of a `return a + b`, and a candidate that only calls
+PyTorch would escape the `only_library_kernels` flag. So every session starts with sentinel
+kernels that absorb those records, and the sentinels are then taken out by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+SENTINEL_NAME = "spin_kernel"  # torch.cuda._sleep's kernel, which no call of interest launches
+SPARE_SENTINELS = 2  # beyond one per earlier session
+
+
+def drop_sentinels(
+    launched: Sequence[tuple[str, float]], sentinels: int
+) -> list[tuple[str, float]]:
+    """The launched kernels without (up to) `sentinels` of the sentinel kernels, the first
+    ones seen; memory copies and sets are not kernels of the call and go too."""
+    kept: list[tuple[str, float]] = []
+    left = sentinels
+    for name, device_us in launched:
+        if left and SENTINEL_NAME in name:
+            left -= 1
+            continue
+        if name.startswith(("Memcpy", "Memset")):
+            continue
+        kept.append((name, device_us))
+    return kept
+
+
+class KernelCensus:
+    """Profiles one call at a time in a worker; counts its sessions for the sentinels.
+
+    Made before the submission is imported: what it uses is captured then, so a submission
+    that patches torch at import cannot change the census."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.sessions = 0
+        self._profile = torch.profiler.profile
+        self._sleep = torch.cuda._sleep
+        self._synchronize = torch.cuda.synchronize
+        self._cuda_events = torch.autograd.DeviceType.CUDA
+
+    def warm(self) -> None:
+        """Pay the profiler's first start (seconds) now, while the worker starts."""
+        self.run(lambda: self.torch.zeros(1, device="cuda"))
+
+    def run(self, call: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]]]:
+        """The call's result and the kernels it launched (name, device µs), in launch order."""
+        torch = self.torch
+        sentinels = self.sessions + SPARE_SENTINELS
+        # CPU activity too: with CUDA alone, some torch builds return no kernel events at all.
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        self.sessions += 1
+        with self._profile(activities=activities) as profiler:
+            for _ in range(sentinels):
+                self._sleep(1)
+            self._synchronize()
+            result = call()
+            self._synchronize()
+        launched = [
+            (str(event.name), float(getattr(event, "device_time", 0.0) or 0.0))
+            for event in profiler.events()
+            if event.device_type == self._cuda_events
+        ]
+        return result, drop_sentinels(launched, sentinels)
