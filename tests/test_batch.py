@@ -32,6 +32,11 @@ CANDIDATES = {
     "inplace": "def custom_kernel(data):\n    x, out = data\n    return x.add_(1)\n",
     "noentry": "def something_else(data):\n    return data\n",
     "crash": "import os\ndef custom_kernel(data):\n    os._exit(7)\n",
+    # What Triton's front-end raises at a kernel's first launch (it compiles then, not at import)
+    "jit": (
+        "class CompilationError(Exception):\n    pass\n"
+        "def custom_kernel(data):\n    raise CompilationError('at 4:8: y is not defined')\n"
+    ),
 }
 EXPECTED = {  # id: (status, error_kind, flags)
     "good": ("passed", None, []),
@@ -43,6 +48,7 @@ EXPECTED = {  # id: (status, error_kind, flags)
     "inplace": ("passed", None, ["mutates_inputs"]),
     "noentry": ("error", "no_entry", []),
     "crash": ("error", "crashed", []),
+    "jit": ("error", "compile_error", []),
 }
 
 

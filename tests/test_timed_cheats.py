@@ -93,3 +93,20 @@ def test_a_kernel_that_skips_work_once_timing_starts_is_caught(task, tmp_path):
     )
     assert outcome.status == "failed"
     assert "timed call" in outcome.message and "wrong output" in outcome.message
+
+
+def test_the_workers_waits_survive_a_submission_patching_torchs_synchronisation(monkeypatch):
+    """torch.cuda.synchronize calls the torch._C attribute when it runs, so patching that at
+    import would turn every wait of the worker into nothing; the worker waits through the
+    function object it captured before the submission was imported."""
+    import torch
+
+    from pytest_kernelboard.worker import fences
+
+    waits = []
+    monkeypatch.setattr(fences, "_captured", {})
+    monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: waits.append(1), raising=False)
+    fences.capture()
+    monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: None)  # the submission's patch
+    fences.synchronize()
+    assert waits == [1]

@@ -162,7 +162,8 @@ def error_kind(outcome: CaseOutcome) -> ErrorKindName | None:
         return by_kind[outcome.error_kind]
     if outcome.during_import:
         return ErrorKindName.COMPILE_ERROR if _compiling(outcome) else ErrorKindName.IMPORT_ERROR
-    return ErrorKindName.RUNTIME_ERROR
+    # A Triton kernel compiles at its first launch: its front-end's errors come from a call.
+    return ErrorKindName.COMPILE_ERROR if _compiling(outcome) else ErrorKindName.RUNTIME_ERROR
 
 
 # What raises when source does not compile: Python's parser, a `lang: cu` or load_inline build

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_kernelboard.worker import fences
+
 # About 1 us per poll of host memory over PCIe: a few tens of milliseconds at most.
 MAX_POLLS = 20_000
 
@@ -61,7 +63,7 @@ class StreamBlocker:
         self._kernel = _spin_kernel()
         self.block()  # compile and load now, outside any timed call
         self.release()
-        torch.cuda.synchronize()
+        fences.synchronize()
         if self.timed_out():
             raise RuntimeError("the blocking kernel did not see its release flag")
 

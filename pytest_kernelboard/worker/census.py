@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pytest_kernelboard.worker import fences
+
 SENTINEL_NAME = "spin_kernel"  # torch.cuda._sleep's kernel, which no call of interest launches
 SPARE_SENTINELS = 2  # beyond one per earlier session
 
@@ -45,7 +47,6 @@ class KernelCensus:
         self.sessions = 0
         self._profile = torch.profiler.profile
         self._sleep = torch.cuda._sleep
-        self._synchronize = torch.cuda.synchronize
         self._cuda_events = torch.autograd.DeviceType.CUDA
 
     def warm(self) -> None:
@@ -62,9 +63,9 @@ class KernelCensus:
         with self._profile(activities=activities) as profiler:
             for _ in range(sentinels):
                 self._sleep(1)
-            self._synchronize()
+            fences.synchronize()
             result = call()
-            self._synchronize()
+            fences.synchronize()
         launched = [
             (str(event.name), float(getattr(event, "device_time", 0.0) or 0.0))
             for event in profiler.events()

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, NamedTuple
 
-from . import cuda_vmm
+from . import cuda_vmm, fences
 
 ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
 HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
@@ -99,9 +99,8 @@ class Window:
         return cuda_vmm.export_fd(self.handle)
 
     def close(self) -> None:
-        import torch
 
-        torch.cuda.synchronize(self.device)  # no kernel may still read or write it
+        fences.synchronize(self.device)  # no kernel may still read or write it
         self.bytes = None
         cuda_vmm.unmap(self.address, self.size)
         if self.handle is not None:
@@ -200,7 +199,7 @@ class Packer:
                 source.set_(storage)
                 window.bytes[offset : offset + storage.nbytes()].copy_(source)
         if self._placed and window.bytes.is_cuda:
-            torch.cuda.current_stream(window.device).synchronize()
+            fences.synchronize(window.device)
 
 
 def views_in(window: Window, packer: Packer, data: Any) -> Any:
@@ -261,10 +260,8 @@ def receiving(windows: Window | dict[str, Window] | None, copy_out: bool):
         yield
     finally:
         if _received and copy_out and _receiving:
-            import torch
-
             for device in {w.device for w in _receiving.values() if w.bytes.is_cuda}:
-                torch.cuda.current_stream(device).synchronize()
+                fences.synchronize(device)
         _receiving, _copy_out = previous
 
 
