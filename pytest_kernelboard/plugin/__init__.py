@@ -346,6 +346,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The pool keeps no spare worker that no selected item will take."""
+    state: KernelboardState = session.config.stash[STATE]
+    state.session.pool.expect(workers_needed(session.items, state.mode))
+
+
+def workers_needed(items: list[pytest.Item], mode: str) -> int:
+    """The workers the selected items take at least: one per submission judged, per template
+    or solution a self-check runs, and, where cases are timed, per leaderboard's reference.
+    (Under xdist every process sees all items: an estimate too high keeps today's spare.)"""
+    judged = [item.parent for item in items if isinstance(item.parent, SubmissionNode)]
+    references = {node.task.name for node in judged} if mode != "test" else set()
+    selfchecks = [
+        item
+        for item in items
+        if item.get_closest_marker("selfcheck") and item.name.startswith(("template[", "solution["))
+    ]
+    return len(set(map(id, judged))) + len(references) + len(selfchecks)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state: KernelboardState = session.config.stash[STATE]
     state.close()

@@ -661,6 +661,9 @@ class WorkerPool:
     def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
         self.launcher = launcher
         self.spares = spares
+        # Workers the run will still take, where it knows (None: keep `spares` ready). A spare
+        # nobody takes costs a Python and torch start-up (seconds of CPU) for nothing.
+        self.demand: int | None = None
         self.warm_profiler = False  # workers start torch's profiler while they start
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
@@ -671,16 +674,24 @@ class WorkerPool:
             WorkerProcess, launcher=self.launcher, warm_profiler=self.warm_profiler
         ).result()
 
+    def expect(self, takes: int) -> None:
+        """The run will take about this many more workers: keep no more spares than that."""
+        with self._lock:
+            self.demand = max(takes, 0)
+
     def prestart(self) -> None:
         with self._lock:
             self._spare = [w for w in self._spare if w.alive]
-            while len(self._spare) < self.spares:
+            wanted = self.spares if self.demand is None else min(self.spares, self.demand)
+            while len(self._spare) < wanted:
                 self._spare.append(self._spawn())
 
     def take(self) -> WorkerProcess:
         with self._lock:
             self._spare = [w for w in self._spare if w.alive]
             worker = self._spare.pop(0) if self._spare else self._spawn()
+            if self.demand is not None:
+                self.demand = max(self.demand - 1, 0)
         resume(worker.process.pid)  # a spare may be paused while another case is timed
         self.prestart()
         return worker
