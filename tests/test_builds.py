@@ -37,7 +37,7 @@ def test_import_slower_than_the_case_timeout_still_passes(tmp_path: Path) -> Non
     task = load_task(ADDONE)
     submission = tmp_path / "submission.py"
     submission.write_text(textwrap.dedent(SLOW_IMPORT))
-    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool())
+    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool(spares=0))
     try:
         outcome = judge.check_case(Case(TEST, 0, task.tests[0]), timeout_s=2.0)
     finally:
@@ -49,7 +49,7 @@ def test_an_import_over_the_build_budget_times_out(tmp_path: Path) -> None:
     task = replace(load_task(ADDONE), compile_timeout=2.0)
     submission = tmp_path / "submission.py"
     submission.write_text(textwrap.dedent(SLOW_IMPORT))
-    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool())
+    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool(spares=0))
     try:
         outcome = judge.check_case(Case(TEST, 0, task.tests[0]), timeout_s=30.0)
     finally:

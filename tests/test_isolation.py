@@ -37,7 +37,8 @@ def judge_for(task, modules, tmp_path):
     def make(source: str) -> SubmissionJudge:
         path = tmp_path / f"submission_{len(judges)}.py"
         path.write_text(textwrap.dedent(source))
-        judge = SubmissionJudge(task, modules, path, use_cuda=False, pool=WorkerPool())
+        # No spare: a worker that no case takes would cost a torch start-up for nothing.
+        judge = SubmissionJudge(task, modules, path, use_cuda=False, pool=WorkerPool(spares=0))
         judges.append(judge)
         return judge
 

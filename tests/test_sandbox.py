@@ -111,7 +111,9 @@ def test_a_judge_whose_input_cannot_be_shared_fails_that_case_only(monkeypatch, 
             return out.copy_(x + 1)
     """)
     )
-    judge = SubmissionJudge(task, LeaderboardModules(task), path, use_cuda=False, pool=WorkerPool())
+    judge = SubmissionJudge(
+        task, LeaderboardModules(task), path, use_cuda=False, pool=WorkerPool(spares=0)
+    )
     try:
         worker = judge.worker()
 

@@ -31,7 +31,9 @@ def task():
 def judge_case(task, tmp_path, source: str):
     path = tmp_path / "submission.py"
     path.write_text(textwrap.dedent(source))
-    judge = SubmissionJudge(task, LeaderboardModules(task), path, use_cuda=False, pool=WorkerPool())
+    judge = SubmissionJudge(
+        task, LeaderboardModules(task), path, use_cuda=False, pool=WorkerPool(spares=0)
+    )
     try:
         return judge.benchmark_case(Case(BENCHMARK, 0, task.benchmarks[0]), 60.0, PLAN)
     finally:

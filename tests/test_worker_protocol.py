@@ -195,7 +195,7 @@ def test_the_template_check_fails_a_template_without_an_entry_point(tmp_path):
     task = load_task(ADDONE)
     submission = tmp_path / "template.py"
     submission.write_text("def kernel(data):\n    return data\n")
-    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool())
+    judge = SubmissionJudge(task, LeaderboardModules(task), submission, False, WorkerPool(spares=0))
     try:
         outcome = judge.check_case(Case(TEST, 0, task.tests[0]), 60)
     finally:

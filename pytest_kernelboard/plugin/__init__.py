@@ -222,7 +222,6 @@ class SubmissionFile(pytest.File):
 
     def collect(self):
         state: KernelboardState = self.config.stash[STATE]
-        state.session.pool.prestart()  # the worker's start-up overlaps with collection and input generation
         ref = identify_submission(self.path, self.config.getoption("kb_leaderboard"))
         if ref is None:
             yield failing_item(
@@ -347,9 +346,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The pool keeps no spare worker that no selected item will take."""
+    """A worker starts now, so its start-up overlaps with the first inputs' generation; the
+    pool keeps no spare that no selected item will take."""
     state: KernelboardState = session.config.stash[STATE]
     state.session.pool.expect(workers_needed(session.items, state.mode))
+    state.session.pool.prestart()
 
 
 def workers_needed(items: list[pytest.Item], mode: str) -> int:
