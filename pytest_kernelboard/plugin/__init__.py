@@ -349,6 +349,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """A worker starts now, so its start-up overlaps with the first inputs' generation; the
     pool keeps no spare that no selected item will take."""
     state: KernelboardState = session.config.stash[STATE]
+    if session.config.option.collectonly:
+        return
     state.session.pool.expect(workers_needed(session.items, state.mode))
     state.session.pool.prestart()
 
