@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.service.jobs import JobCandidate, JobRequest
+from pytest_kernelboard.batch.candidates import Candidate
+from pytest_kernelboard.service.jobs import JobRequest
 from pytest_kernelboard.service.store import (
     JOB_FILE,
     RECORDS_FILE,
@@ -18,7 +19,7 @@ from pytest_kernelboard.service.store import (
 
 
 def request(*ids: str) -> JobRequest:
-    return JobRequest("addone", "test", tuple(JobCandidate(i, f"# {i}") for i in ids))
+    return JobRequest("addone", "test", tuple(Candidate(i, f"# {i}") for i in ids))
 
 
 def test_jobs_and_records_read_back_in_order(tmp_path: Path) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..batch.candidates import Candidate
 from ..errors import KernelboardError
+from ..vocabulary import Lang
 
 MODES = ("test", "benchmark")
-LANGS = ("py", "cu")
+LANGS = tuple(lang.value for lang in Lang)
 MAX_SOURCE_CHARS = 1_000_000  # one kernel; a generated file far larger is not a kernel
 MAX_ID_CHARS = 200
 _JOB_KEYS = {"leaderboard", "mode", "candidates"}
@@ -28,19 +30,10 @@ class BadJob(KernelboardError, ValueError):
 
 
 @dataclass(frozen=True)
-class JobCandidate:
-    """One kernel to judge: the client's id for it, its source, its language."""
-
-    id: str
-    source: str
-    lang: str = "py"
-
-
-@dataclass(frozen=True)
 class JobRequest:
     leaderboard: str
     mode: str
-    candidates: tuple[JobCandidate, ...]
+    candidates: tuple[Candidate, ...]  # the batch judge's own
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,7 +74,7 @@ def parse_job(body: Any, *, max_candidates: int) -> JobRequest:
     return JobRequest(leaderboard=leaderboard, mode=mode, candidates=candidates)
 
 
-def _candidate(item: Any, where: str) -> JobCandidate:
+def _candidate(item: Any, where: str) -> Candidate:
     if not isinstance(item, dict):
         raise BadJob(where, f"expected an object, got {_kind(item)}")
     _no_unknown_keys(item, _CANDIDATE_KEYS, f"{where}.")
@@ -90,7 +83,7 @@ def _candidate(item: Any, where: str) -> JobCandidate:
         raise BadJob(
             f"{where}.lang", f"expected one of {', '.join(map(repr, LANGS))}, got {lang!r}"
         )
-    return JobCandidate(
+    return Candidate(
         id=_text(item, "id", f"{where}.id", limit=MAX_ID_CHARS),
         source=_text(item, "source", f"{where}.source", limit=MAX_SOURCE_CHARS),
         lang=lang,

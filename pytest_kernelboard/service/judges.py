@@ -8,8 +8,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..batch.candidates import Candidate
 from ..spec.discovery import load_catalog, reload_catalog
-from .jobs import JobCandidate
 
 
 class Judge(Protocol):
@@ -18,7 +18,7 @@ class Judge(Protocol):
     description: str  # for the start-up line and /v1/health
 
     def __call__(
-        self, leaderboard: str, candidates: Sequence[JobCandidate], mode: str
+        self, leaderboard: str, candidates: Sequence[Candidate], mode: str
     ) -> Iterator[dict[str, Any]]:
         """One record per candidate, in the order given, as each is judged."""
         ...
@@ -60,12 +60,11 @@ class LocalJudge(RepositoryJudge):
     description = "this host"
 
     def __call__(
-        self, leaderboard: str, candidates: Sequence[JobCandidate], mode: str
+        self, leaderboard: str, candidates: Sequence[Candidate], mode: str
     ) -> Iterator[dict[str, Any]]:
-        from ..batch import Candidate, judge_many
+        from ..batch import judge_many
 
-        batch = [Candidate(id=c.id, source=c.source, lang=c.lang) for c in candidates]
-        return judge_many(leaderboard, batch, mode=mode, root=self.root)
+        return judge_many(leaderboard, candidates, mode=mode, root=self.root)
 
     def capacity(self) -> dict[str, int]:
         gpus = local_gpu_count()
@@ -83,12 +82,9 @@ class RayJudge(RepositoryJudge):
         self.description = f"Ray cluster at {address}"
 
     def __call__(
-        self, leaderboard: str, candidates: Sequence[JobCandidate], mode: str
+        self, leaderboard: str, candidates: Sequence[Candidate], mode: str
     ) -> Iterator[dict[str, Any]]:
-        from ..batch import Candidate
-
-        batch = [Candidate(id=c.id, source=c.source, lang=c.lang) for c in candidates]
-        return self.pool.judge(leaderboard, batch, mode=mode)
+        return self.pool.judge(leaderboard, candidates, mode=mode)
 
     def capacity(self) -> dict[str, int]:
         return self.pool.capacity()

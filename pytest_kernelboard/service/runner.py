@@ -20,8 +20,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from ..batch.candidates import Candidate
 from ..errors import KernelboardError
-from .jobs import JobCandidate, JobRequest
+from .jobs import JobRequest
 from .judges import Judge
 from .store import JobStore, StoredJob, encode_record
 
@@ -330,7 +331,7 @@ def _forget_sources(job: StoredJob) -> None:
         leaderboard=job.request.leaderboard,
         mode=job.request.mode,
         candidates=tuple(
-            JobCandidate(id=c.id, source="", lang=c.lang) for c in job.request.candidates
+            Candidate(id=c.id, source="", lang=c.lang) for c in job.request.candidates
         ),
     )
 
