@@ -7,6 +7,7 @@ from pytest_kernelboard.stats.floors import (
     aliased_bytes,
     bandwidth_floor_us,
     clock_drop_flag,
+    device_bytes,
     io_bytes,
     plausibility_flags,
     tensor_bytes,
@@ -40,6 +41,13 @@ def test_tensor_bytes_counts_shared_storage_once():
     assert tensor_bytes((a[:50], a[25:75])) == 300  # overlapping views: bytes 0..300
     assert tensor_bytes((a[:10], a[90:])) == 80  # disjoint views of one storage
     assert tensor_bytes(a.view(10, 10).t()) == 400  # permuted view is still dense
+
+
+def test_device_bytes_counts_only_the_tensors_on_that_kind_of_device():
+    a = torch.zeros(100)
+    data = (a, [a[:10], {"b": torch.zeros(8, dtype=torch.int64)}])
+    assert device_bytes(data, "cpu") == tensor_bytes(data) == 464
+    assert device_bytes(data) == 0  # 'cuda' by default: what judge/memory.py weighs
 
 
 def test_tensor_bytes_broadcast_and_strided_views():

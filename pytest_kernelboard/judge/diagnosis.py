@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .mutation import tensor_leaves
+from ..worker.leaves import tensor_leaves
 
 
 def diagnose(expected: Any, output: Any) -> dict[str, Any]:

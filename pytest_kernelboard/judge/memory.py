@@ -14,33 +14,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..stats.floors import device_bytes
+
 FRUGAL_MIN_BYTES = 1 << 30
 # KERNELBOARD_FRUGAL_MIN_BYTES moves the threshold (0: every GPU call; a large number: none).
 THRESHOLD_VARIABLE = "KERNELBOARD_FRUGAL_MIN_BYTES"
-
-
-def device_bytes(data: Any) -> int:
-    """Bytes of the distinct CUDA storages in `data` (tuples, lists, dicts, objects' fields)."""
-    import torch
-
-    seen: dict[int, int] = {}
-    stack, visited = [data], set()
-    while stack:
-        item = stack.pop()
-        if id(item) in visited:
-            continue
-        visited.add(id(item))
-        if isinstance(item, torch.Tensor):
-            if item.is_cuda:
-                storage = item.untyped_storage()
-                seen[storage.data_ptr()] = storage.nbytes()
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif hasattr(item, "__dict__") and not isinstance(item, type):
-            stack.extend(vars(item).values())
-    return sum(seen.values())
 
 
 def is_frugal(data: Any) -> bool:

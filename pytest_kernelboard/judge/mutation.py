@@ -9,22 +9,9 @@ byte for byte, so an unwritten NaN stays equal to itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-
-def tensor_leaves(data: Any, path: str = "data") -> Iterator[tuple[str, Any]]:
-    """(path, tensor) for every tensor in tuples, lists and dicts of `data`, in order."""
-    import torch
-
-    if isinstance(data, torch.Tensor):
-        yield path, data
-    elif isinstance(data, (list, tuple)):
-        for index, item in enumerate(data):
-            yield from tensor_leaves(item, f"{path}[{index}]")
-    elif isinstance(data, dict):
-        for key, item in data.items():
-            yield from tensor_leaves(item, f"{path}[{key!r}]")
+from ..worker.leaves import tensor_leaves
 
 
 def _same_bytes(a: Any, b: Any) -> bool:

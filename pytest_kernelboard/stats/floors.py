@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "bandwidth_floor_us",
     "clock_drop_flag",
+    "device_bytes",
     "io_bytes",
     "plausibility_flags",
     "tensor_bytes",
@@ -146,6 +147,16 @@ def tensor_bytes(obj: Any) -> int:
     so (x, x) and (x, x[:10]) count x once. Returns 0 when torch was never imported.
     """
     return _length(_collect(obj))
+
+
+def device_bytes(obj: Any, device_type: str = "cuda") -> int:
+    """tensor_bytes, of the tensors on devices of `device_type` only ('cuda': every GPU)."""
+    on_device = {
+        key: spans
+        for key, spans in _collect(obj).items()
+        if key[0].partition(":")[0] == device_type
+    }
+    return _length(on_device)
 
 
 def io_bytes(inputs: Any, outputs: Any, aliased: int | None = None) -> tuple[int, int]:

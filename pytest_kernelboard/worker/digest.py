@@ -10,24 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .leaves import tensor_leaves
+
 CHUNK_ELEMENTS = 1 << 24  # 16 Mi int32s (64 MiB) per step: the temporaries are a few of these
 
 
 def of(obj: Any) -> tuple[int, ...]:
     """The digest of every tensor in obj (tuples, lists, dicts), in order."""
-    import torch
-
-    sums: list[int] = []
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            sums.extend(_tensor(item))
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-    return tuple(sums)
+    return tuple(value for _, tensor in tensor_leaves(obj) for value in _tensor(tensor))
 
 
 def _tensor(tensor: Any) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, NamedTuple
 
 from . import cuda_vmm, fences
+from .leaves import tensor_leaves
 
 ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
 HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
@@ -99,7 +100,6 @@ class Window:
         return cuda_vmm.export_fd(self.handle)
 
     def close(self) -> None:
-
         fences.synchronize(self.device)  # no kernel may still read or write it
         self.bytes = None
         cuda_vmm.unmap(self.address, self.size)
@@ -387,21 +387,13 @@ def _offset_inside(window: Window | None, storage: Any) -> int | None:
 
 def _end_of_storages_inside(window: Window, obj: Any) -> int:
     """Past the last byte of the reply's tensors that already lie in `window` (aligned)."""
-    import torch
-
     end = 0
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor) and item.is_cuda:
-            storage = item.untyped_storage()
+    for _, tensor in tensor_leaves(obj):
+        if tensor.is_cuda:
+            storage = tensor.untyped_storage()
             inside = _offset_inside(window, storage)
             if inside is not None:
                 end = max(end, -(-(inside + storage.nbytes()) // ALIGN) * ALIGN)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
     return end
 
 
