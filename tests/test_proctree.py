@@ -207,3 +207,32 @@ def test_this_machine_a_blocked_flock_names_its_holder(tmp_path):
             fcntl.flock(held, fcntl.LOCK_UN)
     assert waiter.stdout.readline().strip() == "got it"
     waiter.wait(timeout=10)
+
+
+def test_this_machine_pausing_stops_only_the_workers_python_process():
+    """pausing.py finds a worker's Python process under its root (bwrap's, or itself) from
+    this tree, and stops it while its siblings (a compiler it started) keep going."""
+    from pytest_kernelboard.worker import pausing
+
+    parent = spawn("""
+        import subprocess, sys, time
+        # (split, so that this parent's own command line does not name the worker's module)
+        worker = [sys.executable, "-c", "import time; time.sleep(30)", "pytest_kernelboard.worker." + "main"]
+        other = [sys.executable, "-c", "import time; time.sleep(30)"]
+        children = [subprocess.Popen(worker), subprocess.Popen(other)]
+        print(children[0].pid, flush=True)
+        time.sleep(30)
+    """)
+    try:
+        worker_pid = int(parent.stdout.readline())
+        assert pausing.python_processes(parent.pid) == [worker_pid]
+        with pausing.paused([parent.pid]) as stopped:
+            assert stopped == [worker_pid]
+            states = {pid: read_snapshot().processes[pid].state for pid in stopped}
+            assert states == {worker_pid: "T"}
+        assert read_snapshot().processes[worker_pid].state != "T"
+    finally:
+        for pid in read_snapshot().tree(parent.pid) - {parent.pid}:
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()

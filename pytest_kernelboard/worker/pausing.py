@@ -14,32 +14,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .proctree import read_snapshot
+
 WORKER_MODULE = b"pytest_kernelboard.worker.main"
-
-
-def descendants(pid: int) -> list[int]:
-    """`pid` and every process under it, from /proc (empty where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name is in parentheses and may hold spaces: the fields follow its end.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(children.get(current, []))
-    return found
 
 
 def python_processes(root_pid: int) -> list[int]:
     """The worker's own Python process under `root_pid` (bwrap's children, or itself)."""
+    snapshot = read_snapshot()
     found = []
-    for pid in descendants(root_pid):
+    for pid in sorted(snapshot.tree(root_pid)) if snapshot is not None else ():
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
