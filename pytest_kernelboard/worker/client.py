@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from . import digest, pausing, pickles, protocol, sandbox, transport, window, wire
+from .census import WARM_PROFILER_VARIABLE
 from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .pausing import resume
@@ -30,7 +31,6 @@ from .protocol import ErrorKind, Op
 from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
-WARM_PROFILER_VARIABLE = "KERNELBOARD_WARM_PROFILER"
 SEND_TIMEOUT_S = 120
 
 

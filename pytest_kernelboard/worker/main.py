@@ -25,7 +25,7 @@ from pytest_kernelboard.worker.builds import (
     load_cuda_submission,
     read_build_spec,
 )
-from pytest_kernelboard.worker.census import KernelCensus
+from pytest_kernelboard.worker.census import WARM_PROFILER_VARIABLE, KernelCensus
 from pytest_kernelboard.worker.cloning import clone_data
 from pytest_kernelboard.worker.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
@@ -138,7 +138,7 @@ class Worker:
             # request would otherwise wait for it.
             torch.zeros(1, device="cuda")
         self.census = KernelCensus(torch) if self.cuda else None
-        if self.census is not None and os.environ.get("KERNELBOARD_WARM_PROFILER"):
+        if self.census is not None and os.environ.get(WARM_PROFILER_VARIABLE):
             self.census.warm()  # the profiler's first start costs seconds: not in a census
         self.streams = StreamTracker(torch) if self.cuda else None
         self.blocker: Any = None  # worker/blocking.py, made on the first timed call
@@ -155,8 +155,8 @@ class Worker:
         if self.cuda:
             self._elapsed_time = torch.cuda.Event.elapsed_time
             self._event = torch.cuda.Event
-            # What a submission could patch at import to skip a wait or the L2 flush.
-            self._synchronize = fences.synchronize
+            # What a submission could patch at import to skip the L2 flush (its waits go
+            # through fences.py, captured the same way).
             self._sum = torch.sum
 
     # -- requests -----------------------------------------------------------------------------
@@ -232,7 +232,7 @@ class Worker:
         # memory the worker alone writes), and a second one would double the inputs' memory.
         if not self.windows:
             data = clone_data(data)
-        self._synchronize()
+        fences.synchronize()
         if self.before_timed_call is not None:
             self.before_timed_call()  # all ranks start the flush and the events together
         gc.disable()  # a collection inside the call would be charged to it
@@ -255,7 +255,7 @@ class Worker:
                 self.streams.end(end_event)
                 if blocker is not None:
                     blocker.release()
-            self._synchronize()  # device-wide: also waits for streams we do not know
+            fences.synchronize()  # device-wide: also waits for streams we do not know
             wall_us = (_clock() - host_start) * 1e6
         finally:
             gc.enable()
@@ -470,7 +470,7 @@ class Worker:
             try:
                 if self.windows:
                     # The judge may rewrite the inbound window once it has the reply.
-                    self._synchronize()
+                    fences.synchronize()
                 inbound = self.windows.get("in") if frugal else None
                 data = window.dumps_reply(reply, self.windows.get("out"), inbound)
                 if frugal:  # the output is packed: its memory goes back before the judge checks

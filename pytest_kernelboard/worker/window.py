@@ -236,11 +236,9 @@ _host_bytes = 0  # bytes that came as host copies since then: the window was too
 
 
 def _by_name(windows: Window | dict[str, Window] | None) -> dict[str, Window]:
-    if windows is None:
-        return {}
-    if isinstance(windows, Window) or not isinstance(windows, dict):
-        return {"in": windows, "out": windows}  # one window: every slot refers to it
-    return {name: w for name, w in windows.items() if w is not None}
+    if isinstance(windows, dict):
+        return {name: w for name, w in windows.items() if w is not None}
+    return {} if windows is None else {"in": windows, "out": windows}  # one for every slot
 
 
 def set_receiving(windows: Window | dict[str, Window] | None, copy_out: bool = False) -> None:
