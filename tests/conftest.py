@@ -25,6 +25,31 @@ def core_repo(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="module")
+def addone_task():
+    """The fixture repository's addone leaderboard (x + 1 into a given output), loaded."""
+    from pytest_kernelboard.spec.task import load_task
+
+    return load_task(FIXTURES / "core" / "leaderboards" / "addone" / "task.yml")
+
+
+@pytest.fixture(scope="module")
+def addone_modules(addone_task):
+    from pytest_kernelboard.judge.reference_loader import LeaderboardModules
+
+    return LeaderboardModules(addone_task)
+
+
+@pytest.fixture(scope="module")
+def worker_pool():
+    """One pool for a module's judges: the next worker starts while a test runs."""
+    from pytest_kernelboard.worker.client import WorkerPool
+
+    pool = WorkerPool()
+    yield pool
+    pool.close()
+
+
 def missing_system_tool(what: str, install: str) -> NoReturn:
     """A test needs a system tool this machine lacks (the browser, bubblewrap): skip, saying how
     to install it, or fail where KERNELBOARD_REQUIRE_SYSTEM_TOOLS=1. Test modules import it as

@@ -39,16 +39,12 @@ from conftest import SANDBOX_INSTALL, missing_system_tool
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.measure import TimingPlan
-from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
-from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.worker import sandbox
-from pytest_kernelboard.worker.client import WorkerPool
 from pytest_kernelboard.worker.environment import default_cache_dir, package_root
 
 HOSTILE = Path(__file__).parent / "hostile"
-ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 PLAN = TimingPlan(
     rule=StoppingRule(precision=0.5, min_samples=12, min_time_s=0.0, budget_s=3.0),
     warmup=Warmup(max_calls=3),
@@ -118,23 +114,6 @@ def judge_environ_secret() -> str:
     pytest.skip("this process has no environment entry to use as the judge's secret")
 
 
-@pytest.fixture(scope="module")
-def pool():
-    pool = WorkerPool()
-    yield pool
-    pool.close()
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task(ADDONE)
-
-
-@pytest.fixture(scope="module")
-def modules(task):
-    return LeaderboardModules(task)
-
-
 @pytest.fixture
 def listener():
     server = socket.socket()
@@ -159,7 +138,7 @@ def _process_with(text: str) -> list[int]:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_hostile_submission(path, task, modules, pool, listener, tmp_path):
+def test_hostile_submission(path, addone_task, addone_modules, worker_pool, listener, tmp_path):
     header = parse_header(path.read_text())
     use_cuda = devices.has_cuda()
     if "gpu" in header.needs and not use_cuda:
@@ -197,19 +176,19 @@ def test_hostile_submission(path, task, modules, pool, listener, tmp_path):
 
     submission = tmp_path / "submission.py"
     submission.write_text(fill(path.read_text()))
-    judge = SubmissionJudge(task, modules, submission, use_cuda, pool=pool)
+    judge = SubmissionJudge(addone_task, addone_modules, submission, use_cuda, pool=worker_pool)
     absent = [Path(fill(p)) for p in header.absent]
     try:
         started = time.perf_counter()
         if header.mode == "benchmark":
-            case = Case(BENCHMARK, 0, task.benchmarks[0])
+            case = Case(BENCHMARK, 0, addone_task.benchmarks[0])
             outcome = judge.benchmark_case(case, header.timeout_s, PLAN)
         else:
-            outcome = judge.check_case(Case(TEST, 0, task.tests[0]), header.timeout_s)
+            outcome = judge.check_case(Case(TEST, 0, addone_task.tests[0]), header.timeout_s)
         elapsed = time.perf_counter() - started
     finally:
         judge.close()
-        pool.prestart()  # the next file's worker starts while this one's checks run
+        worker_pool.prestart()  # the next file's worker starts while this one's checks run
         for pattern in header.cleanup:
             for leftover in glob.glob(fill(pattern)):
                 os.remove(leftover)

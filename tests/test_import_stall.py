@@ -14,22 +14,17 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from pytest_kernelboard.judge import builds, devices
 from pytest_kernelboard.judge.core import SubmissionJudge
-from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import TEST, Case
-from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.worker import stall
-from pytest_kernelboard.worker.client import WorkerPool
 from pytest_kernelboard.worker.environment import default_cache_dir
 from pytest_kernelboard.worker.proctree import _TICKS_PER_S, ProcessInfo, Snapshot, read_snapshot
 from pytest_kernelboard.worker.stall import STALL_VARIABLE, ImportWatch, stall_window_s
 
-ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 WORKER, HOLDER = 100, 200
 
 
@@ -186,25 +181,8 @@ STARTUP_SLACK_S = 30.0  # a worker's start-up on a busy machine, as tests/test_h
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 
 
-@pytest.fixture(scope="module")
-def pool():
-    pool = WorkerPool()
-    yield pool
-    pool.close()
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task(ADDONE)
-
-
-@pytest.fixture(scope="module")
-def modules(task):
-    return LeaderboardModules(task)
-
-
 @pytest.fixture
-def judge_import(task, modules, pool, tmp_path, monkeypatch):
+def judge_import(addone_task, addone_modules, worker_pool, tmp_path, monkeypatch):
     """Judge one correctness case of a submission whose import runs `prelude`; the outcome and
     the seconds it took. The build budget is 120 s: a missed stall would show in the time."""
     monkeypatch.setenv(STALL_VARIABLE, str(WINDOW_S))
@@ -216,14 +194,16 @@ def judge_import(task, modules, pool, tmp_path, monkeypatch):
             textwrap.dedent(prelude)
             + "\n\ndef custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n"
         )
-        judge = SubmissionJudge(task, modules, submission, devices.has_cuda(), pool=pool)
+        judge = SubmissionJudge(
+            addone_task, addone_modules, submission, devices.has_cuda(), pool=worker_pool
+        )
         try:
             started = time.perf_counter()
-            outcome = judge.check_case(Case(TEST, 0, task.tests[0]), 60.0)
+            outcome = judge.check_case(Case(TEST, 0, addone_task.tests[0]), 60.0)
             return outcome, time.perf_counter() - started
         finally:
             judge.close()
-            pool.prestart()
+            worker_pool.prestart()
 
     yield judge
     builds.set_compile_timeout_override(None)
