@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -29,6 +28,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from pytest_kernelboard.service.server import started_url
 
 TASK = """\
 files:
@@ -78,7 +79,6 @@ SOURCES = {
 }
 EXPECTED = {"correct": "passed", "wrong": "failed", "broken": "error"}
 KINDS = ["correct", "correct", "wrong", "broken"]  # the mix, dealt in turn
-URL_LINE = re.compile(r"kernelboard serve: (http://\S+)")
 
 
 def make_repository(folder: Path) -> Path:
@@ -171,13 +171,8 @@ def main() -> int:
     log = open(scratch / "server.log", "wb")  # noqa: SIM115
     started = time.monotonic()
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    url = None
     assert server.stdout is not None
-    for line in server.stdout:
-        found = URL_LINE.search(line.decode())
-        if found:
-            url = found.group(1)
-            break
+    url = started_url(server.stdout)
     if url is None:
         print(f"the server did not start: {scratch / 'server.log'}", file=sys.stderr)
         return 2

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -27,7 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-URL_LINE = re.compile(r"kernelboard serve: (http://\S+)")
+from pytest_kernelboard.service.server import started_url
+
 VERDICT = ("status", "correct", "error_kind")
 
 
@@ -53,12 +53,7 @@ def time_serve(args: argparse.Namespace, scratch: Path, candidates: list) -> tup
     )
     try:
         assert server.stdout is not None
-        url = None
-        for line in server.stdout:
-            found = URL_LINE.search(line.decode())
-            if found:
-                url = found.group(1)
-                break
+        url = started_url(server.stdout)
         if url is None:
             raise SystemExit("kernelboard serve did not start")
         body = {

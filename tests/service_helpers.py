@@ -5,12 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -18,9 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pytest_kernelboard.service.server import started_url
 from pytest_kernelboard.worker import sandbox
 
-URL_LINE = re.compile(r"kernelboard serve: (http://\S+)")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -119,18 +117,13 @@ class ServerProcess:
         )
         self.url = self._read_url()
 
-    def _read_url(self, timeout_s: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout_s
+    def _read_url(self) -> str:
         assert self.process.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline().decode()
-            if not line:
-                break
-            found = URL_LINE.search(line)
-            if found:
-                return found.group(1)
-        self.kill()
-        raise AssertionError(f"the server did not start; its log: {self.log.name}")
+        url = started_url(self.process.stdout)  # ends when the server exits without starting
+        if url is None:
+            self.kill()
+            raise AssertionError(f"the server did not start; its log: {self.log.name}")
+        return url
 
     def kill(self) -> None:
         """SIGKILL the server and every process it started (the judge's workers)."""

@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import ipaddress
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from aiohttp import web
@@ -22,6 +24,19 @@ from .auth import read_token
 from .judges import Judge, LocalJudge, RayJudge
 from .runner import JobRunner
 from .store import JobStore
+
+# The first line a started server prints (_listen): clients that start one read its URL there.
+_STARTED = re.compile(r"kernelboard serve: (http://\S+)")
+
+
+def started_url(output: Iterable[bytes | str]) -> str | None:
+    """The URL in a starting server's output (its stdout, line by line); None if the output
+    ends before the server says where it listens."""
+    for line in output:
+        found = _STARTED.search(line.decode() if isinstance(line, bytes) else line)
+        if found:
+            return found.group(1)
+    return None
 
 
 class ServeRefused(KernelboardError, RuntimeError):
