@@ -202,3 +202,14 @@ def test_the_command_streams_jsonl_and_ends_with_fast_p(tmp_path, core_repo):
     assert bad.returncode == 2
     assert "unknown leaderboard 'nope'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_time_that_cannot_be_the_calls_is_implausible_timing_whatever_its_message():
+    from pytest_kernelboard.batch.records import error_kind
+    from pytest_kernelboard.judge.core import CaseOutcome
+
+    implausible = CaseOutcome("failed", "one of its kernels ran 900 us", implausible_timing=True)
+    assert error_kind(implausible) == "implausible_timing"
+    assert error_kind(CaseOutcome("failed", "physically impossible timing")) != (
+        "implausible_timing"  # the kind comes from the fact, not from the wording
+    )

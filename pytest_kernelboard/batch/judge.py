@@ -272,6 +272,7 @@ class BatchJudge:
         unseen = census_exceeds_timing(census, outcome.timing)
         if unseen:  # its kernels ran somewhere the timed interval did not see: not fast, failed
             outcome.status, outcome.message = "failed", unseen
+            outcome.implausible_timing = True
         own = own_kernel_names(evaluation.ref.path.read_text(errors="replace"))
         library_only = census is not None and only_library_kernels(census, own)
         flags = [Flag.ONLY_LIBRARY_KERNELS] if library_only else []

@@ -140,9 +140,7 @@ def error_kind(outcome: CaseOutcome) -> ErrorKindName | None:
     if outcome.status == "failed":
         if outcome.details.get("mutated_inputs") and not outcome.details.get("mismatch"):
             return ErrorKindName.MUTATES_INPUTS
-        if outcome.message.startswith("physically impossible timing") or (
-            "ran outside the timed stream" in outcome.message
-        ):
+        if outcome.implausible_timing:
             return ErrorKindName.IMPLAUSIBLE_TIMING
         mismatch = outcome.details.get("mismatch") or {}
         return {

@@ -90,6 +90,7 @@ class CaseOutcome:
     exception: str | None = None  # the class name of what raised in the worker, where known
     during_import: bool = False  # the failure is the submission's import (the same every case)
     after_timeout: bool = False  # not run because an earlier case timed out
+    implausible_timing: bool = False  # failed: its time cannot be the call's (for decisions)
     timed_out_after_s: float | None = None  # a case request's deadline that passed
 
     @property
@@ -570,6 +571,7 @@ class SubmissionJudge:
                 "failed",
                 "physically impossible timing: " + "; ".join(measurement.rejections),
                 timing=timing,
+                implausible_timing=True,
             )
         return CaseOutcome("passed", timing=timing)
 
