@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 LIBRARY_KERNEL = re.compile(
     r"at::native|at::cuda|\bc10::|aten::|cublas|cudnn|nvjet|xmma|gemv2|gemmk1|"
     r"gemmSN|splitKreduce|\bcub::|flash_fwd|flash_bwd|fmha|pytorch_flash|"
+    # cuBLAS's BLAS kernels by their own names ("void sgemm_largek_lds64<...>(...)")
+    r"(?:^|\s)(?:[sdhcz]gemm|gemv|scal_kernel|axpy_kernel|dot_kernel|nrm2_kernel)\w*[<(]|"
     # cuBLAS's own CUTLASS kernels (a submission's CUTLASS kernels are cutlass::Kernel<...>)
     r"^cutlass\d*x?_|cutlass_\d+_|"
     r"^(triton_(poi|red|per|tem|for)_)|^(ampere|sm\d+|volta|turing)_",
