@@ -202,7 +202,7 @@ def custom_kernel(data):
         cache[key] = x + 1
     return out.copy_(cache[key])
 """
-CACHE_BY_HASH = SLOW_MISS.format(key="hashlib.sha1(x.numpy().tobytes()).hexdigest()")
+CACHE_BY_HASH = SLOW_MISS.format(key="hashlib.sha1(x.cpu().numpy().tobytes()).hexdigest()")
 CACHE_BY_POINTER = SLOW_MISS.format(key="(x.data_ptr(), x.numel())")
 # Right at every size; writes into its input x only at the benchmark's size (4096).
 INPLACE_WHEN_LARGE = """
