@@ -10,6 +10,7 @@ import io
 import os
 import pickle
 import socket
+import weakref
 from dataclasses import dataclass
 
 import pytest
@@ -76,6 +77,19 @@ def test_the_judge_copies_each_tensor_out_of_the_window_at_once():
         received = window.from_window(slots[0])
     shared.bytes.zero_()  # the worker rewrites its window after replying
     assert torch.equal(received, torch.ones(16))
+
+
+def test_a_packer_lets_go_of_the_inputs_once_they_are_copied():
+    """The judge keeps its last request's packer, to read the inputs back after the call; if
+    it held their storages too, that call's input would stay alive while the next one is made:
+    two inputs at once (seen on the H100 at KernelBench's sizes)."""
+    shared = host_window()
+    data = torch.randn(64)
+    slots, packer = packed([data], shared)
+    assert packer.offset_of(data) == slots[0].offset  # still found while the caller holds it
+    storage = weakref.ref(data.untyped_storage())
+    del data
+    assert storage() is None
 
 
 def test_a_reply_pickled_for_the_judge_is_read_through_its_allow_list():
