@@ -29,6 +29,7 @@ from pytest_kernelboard.worker.census import WARM_PROFILER_VARIABLE, KernelCensu
 from pytest_kernelboard.worker.cloning import clone_data
 from pytest_kernelboard.worker.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
+from pytest_kernelboard.worker.reservation import Reservation
 from pytest_kernelboard.worker.sandbox import apply_limits
 
 # The harness's clocks, taken before any submission is imported: patching time.perf_counter
@@ -151,7 +152,7 @@ class Worker:
         self._spin_rate: float | None = None
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
-        self._frugal_peak = 0  # the most a frugal call's allocator held (reserved again next)
+        self.reservation: Reservation | None = None  # a frugal call's segments, held again
         if self.cuda:
             self._elapsed_time = torch.cuda.Event.elapsed_time
             self._event = torch.cuda.Event
@@ -383,6 +384,11 @@ class Worker:
             old = self.windows.pop(direction, None)
             if direction == "in":
                 window.set_receiving(None)
+                # The case is over: an idle worker (the submission's, while the reference is
+                # timed) holds nothing of it; the next timed call makes its flush buffer again.
+                self.flush_buffer = None
+                if self.cuda:
+                    self.torch.cuda.empty_cache()
             if old is not None:
                 old.close()
             return {}
@@ -398,19 +404,6 @@ class Worker:
     def echo(self, data: Any) -> dict:
         """The transport probe (harness only, before a submission is loaded): data + 1 back."""
         return {"output": data + 1}
-
-    def _reserve_again(self) -> None:
-        """Before a frugal call, hold again (in torch's cache, untimed) the memory the last one
-        needed and gave back before its reply: its allocations then come from the cache, as
-        they would in any harness, instead of cudaMalloc inside the timed call (a host cost
-        that is the harness's doing, not the submission's)."""
-        missing = self._frugal_peak - self.torch.cuda.memory_reserved()
-        if missing > 0:
-            try:
-                block = self.torch.empty(missing, dtype=self.torch.uint8, device="cuda")
-                del block
-            except RuntimeError:  # the GPU is fuller than last time: the call allocates itself
-                pass
 
     # -- plumbing -----------------------------------------------------------------------------
     def _sendable(self, output: Any) -> Any:
@@ -447,7 +440,8 @@ class Worker:
             frugal = bool(request.pop(FRUGAL_KEY, False)) and bool(self.windows)
             measured = self.cuda and op in (Op.CALL, Op.TIME)
             if frugal:
-                self._reserve_again()
+                self.reservation = self.reservation or Reservation(self.torch)
+                self.reservation.hold_again()
             if measured:
                 self.torch.cuda.reset_peak_memory_stats()
             try:
@@ -474,8 +468,8 @@ class Worker:
                 inbound = self.windows.get("in") if frugal else None
                 data = window.dumps_reply(reply, self.windows.get("out"), inbound)
                 if frugal:  # the output is packed: its memory goes back before the judge checks
-                    self._frugal_peak = max(self._frugal_peak, int(reply.get("peak_bytes", 0)))
                     del reply, request
+                    self.reservation.remember()
                     self.torch.cuda.empty_cache()
                 self.conn.send_bytes(data)
             except Exception as exc:
