@@ -12,7 +12,7 @@ from typing import Any
 
 from .leaves import tensor_leaves
 
-CHUNK_ELEMENTS = 1 << 24  # 16 Mi int32s (64 MiB) per step: the temporaries are a few of these
+CHUNK_BYTES = 1 << 26  # 64 MiB (16 Mi int32 words) per step: the temporaries are a few of these
 
 
 def of(obj: Any) -> tuple[int, ...]:
@@ -23,21 +23,34 @@ def of(obj: Any) -> tuple[int, ...]:
 def _tensor(tensor: Any) -> tuple[int, int]:
     import torch
 
-    flat = tensor.detach().reshape(-1)
-    if not flat.is_contiguous():
-        flat = flat.contiguous()
-    raw = flat.view(torch.uint8)
-    if raw.numel() % 4 == 0:
-        words = raw.view(torch.int32)
-    else:
-        words = raw.to(torch.int32)
-    plain = torch.zeros((), dtype=torch.int64, device=words.device)
-    weighted = torch.zeros((), dtype=torch.int64, device=words.device)
+    raw = _bytes_spanned(tensor)
+    plain = torch.zeros((), dtype=torch.int64, device=raw.device)
+    weighted = torch.zeros((), dtype=torch.int64, device=raw.device)
     ramp = None
-    for start in range(0, words.numel(), CHUNK_ELEMENTS):
-        chunk = words[start : start + CHUNK_ELEMENTS].to(torch.int64)
+    for start in range(0, raw.numel(), CHUNK_BYTES):
+        piece = raw[start : start + CHUNK_BYTES]
+        # Read as int32 words where the bytes allow (every chunk but an odd-sized last one).
+        words = piece.view(torch.int32) if piece.numel() % 4 == 0 else piece.to(torch.int32)
+        chunk = words.to(torch.int64)
         if ramp is None or ramp.numel() != chunk.numel():
-            ramp = torch.arange(1, chunk.numel() + 1, dtype=torch.int64, device=words.device)
+            ramp = torch.arange(1, chunk.numel() + 1, dtype=torch.int64, device=raw.device)
         plain += chunk.sum()
         weighted += (chunk * (ramp + start)).sum()
     return int(plain), int(weighted)
+
+
+def _bytes_spanned(tensor: Any) -> Any:
+    """The bytes of the tensor's storage from its first element to its last, as a uint8 view:
+    no copy, whatever its strides (a transposed output, as attention returns, would otherwise
+    be copied whole into the judge's memory to be read; seen on the H100: 2 GiB)."""
+    import torch
+
+    whole = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    if tensor.numel() == 0:
+        return whole
+    whole.set_(tensor.untyped_storage())
+    item = tensor.element_size()
+    strides = zip(tensor.shape, tensor.stride(), strict=True)  # torch's strides are >= 0
+    extent = 1 + sum((size - 1) * stride for size, stride in strides)
+    first = tensor.storage_offset()
+    return whole[first * item : (first + extent) * item]
