@@ -53,11 +53,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pytest_kernelboard.judge.memory import TRACE_VARIABLE  # noqa: E402
 from pytest_kernelboard.spec.cases import BENCHMARK, Case, task_cases  # noqa: E402
 from pytest_kernelboard.spec.discovery import identify_submission, load_catalog  # noqa: E402
 from pytest_kernelboard.spec.task import TaskSpec  # noqa: E402
 
 GIB = 1 << 30
+TIMELINE_STEP = 256 << 20  # a timeline sample is kept when the total moved this much
 ALLOWANCE = 2 * GIB  # the bound's "+ 2 GiB": CUDA contexts, allocator slack, the spare worker
 KB_FIXTURES = REPO / "tests" / "fixtures" / "kernelbench_big"
 MEMORY_FIXTURES = REPO / "tests" / "fixtures" / "memory" / "leaderboards"
@@ -119,6 +121,10 @@ class Peak:
     samples: int = 0
     per_process_available: bool = True
     left_behind: list[int] = field(default_factory=list)  # pids still on the GPU after the run
+    at_peak: list[tuple[str, int]] = field(default_factory=list)  # (role, bytes) at the peak
+    # (seconds since the start, [(role, bytes)]) at each sample whose total moved by 256 MiB or
+    # more: which process held what as the case went through its phases
+    timeline: list[tuple[float, list[tuple[str, int]]]] = field(default_factory=list)
 
 
 class NvmlSampler:
@@ -160,6 +166,9 @@ class NvmlSampler:
             return
         self._before = {p.pid for p in self._processes()}
         self._base_used = self._used()
+        self._started = time.monotonic()
+        self._roles: dict[int, str] = {}
+        self._last_total = -1
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -182,6 +191,23 @@ class NvmlSampler:
                     return left
             time.sleep(0.5)
 
+    def _role(self, pid: int) -> str:
+        """`judge` (pytest), `worker` (the sandboxed child) or the program's name, with its
+        pid: told from its command line, read once."""
+        if pid not in self._roles:
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                argv = ""
+            if "pytest_kernelboard.worker" in argv:
+                role = "worker"
+            elif "pytest" in argv:
+                role = "judge"
+            else:
+                role = Path(argv.split("\0")[0]).name or "?"
+            self._roles[pid] = f"{role}:{pid}"
+        return self._roles[pid]
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self._sample()
@@ -201,8 +227,12 @@ class NvmlSampler:
             peak.per_process_available = False
             return
         total = sum(sizes)
+        held = [(self._role(p.pid), p.usedGpuMemory) for p in new]
+        if abs(total - self._last_total) >= TIMELINE_STEP:
+            self._last_total = total
+            peak.timeline.append((round(time.monotonic() - self._started, 2), held))
         if peak.all_processes is None or total > peak.all_processes:
-            peak.all_processes, peak.processes = total, len(sizes)
+            peak.all_processes, peak.processes, peak.at_peak = total, len(sizes), held
         if sizes and (peak.largest_process is None or max(sizes) > peak.largest_process):
             peak.largest_process = max(sizes)
 
@@ -225,6 +255,7 @@ class CaseReport:
     working_submission: int | None = None
     working_submission_note: str = ""
     measure_errors: list[str] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)  # judge/memory.py's trace lines
 
     @property
     def inputs_outputs(self) -> int | None:
@@ -319,6 +350,9 @@ def judge_case(
 ) -> None:
     results = work / "case-results.json"  # outside the repository: it may be the user's
     results.unlink(missing_ok=True)
+    trace = work / "memory-trace.jsonl"  # the judge's own account, phase by phase
+    trace.unlink(missing_ok=True)
+    env = {**env, TRACE_VARIABLE: str(trace)}
     argv = [sys.executable, "-m", "pytest", node, "-q", "-rfEs", "--kb-mode", "benchmark"]
     argv += ["--kb-results", str(results), "--kb-remeasure-reference", *extra]
     started = time.monotonic()
@@ -326,6 +360,8 @@ def judge_case(
         rc, output = run_killable(argv, repo, env, timeout)
     report.judge_wall_s = time.monotonic() - started
     report.peak = peak
+    if trace.exists():
+        report.trace = [json.loads(line) for line in trace.read_text().splitlines() if line]
     if rc is None:
         report.status, report.message = "timeout", f"the judge ran past {timeout:.0f} s"
         return
@@ -501,12 +537,31 @@ def describe(report: CaseReport) -> str:
         f"{gib(report.outputs)}), working ref {gib(report.working_reference)} / sub {sub} GiB",
         f"  bound 2 x I+O + W + 2 = {gib(report.bound)} GiB: {verdict(report)}",
     ]
+    if peak.at_peak:
+        lines.append("  at the peak: " + ", ".join(f"{r} {gib(b)}" for r, b in peak.at_peak))
+    for seconds, held in peak.timeline:
+        lines.append(f"    {seconds:7.2f} s  " + ", ".join(f"{r} {gib(b)}" for r, b in held))
+    if report.trace:
+        lines.append(
+            "  the judge's trace (GiB: allocated/reserved, segments size:allocated, windows,"
+            " worker's peak):"
+        )
+        shown = report.trace if len(report.trace) <= 24 else report.trace[:18] + report.trace[-6:]
+        lines += ["    " + trace_line(entry) for entry in shown]
     if peak.left_behind:
         lines.append(f"  warning: processes {peak.left_behind} still hold GPU memory after the run")
     if report.status not in ("passed", "not run") and report.message:
         lines.append("  judge: " + report.message.strip().replace("\n", "\n    ")[:1500])
     lines += ["  measurement: " + error[:1500] for error in report.measure_errors]
     return "\n".join(lines)
+
+
+def trace_line(entry: dict[str, Any]) -> str:
+    segments = " ".join(f"{gib(size)}:{gib(used)}" for size, used in entry["segments"])
+    return (
+        f"{entry['pid']} {entry['phase']:<16} {gib(entry['allocated'])}/{gib(entry['reserved'])}"
+        f"  [{segments}]  win {gib(entry['windows'])}  worker {gib(entry['worker_peak'])}"
+    )
 
 
 def table(reports: list[CaseReport]) -> str:

@@ -33,7 +33,7 @@ from .measure import (
     TimingPlan,
     VerificationFailure,
 )
-from .memory import is_frugal
+from .memory import is_frugal, trace
 from .mutation import written_leaves
 from .profiling import CaseProfiler, ProfileError
 from .reference_loader import LeaderboardError, LeaderboardModules
@@ -313,11 +313,13 @@ class SubmissionJudge:
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         pristine = self.generate_or_not_run(case)
         worker = self.worker()
+        trace("check: generated", worker.window_bytes)
         sent = worker.private_copy(pristine)
         frugal = is_frugal(pristine)
         self.settle()
         reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
         self._last_call_us = reply.elapsed_s * 1e6
+        trace("check: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
         # Which inputs it wrote (the reference runs on a copy of the inputs to say which it
         # writes itself); a frugal reply's output has already been written over them.
         mutated = [] if frugal else self._mutated_inputs(pristine, worker, sent)
@@ -328,8 +330,10 @@ class SubmissionJudge:
         except OutputUncheckable as exc:
             ok, message = False, str(exc)
         finally:
+            trace("check: checked", worker.window_bytes)
             if frugal:
                 self.release_cached_memory()
+                trace("check: released", worker.window_bytes)
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
         if not ok:
             outcome.details["mismatch"] = self._diagnose(case, output)
@@ -452,6 +456,7 @@ class SubmissionJudge:
         # The reference is timed next, in a worker of its own: this one's windows and the
         # judge's cache must not hold a copy of the inputs meanwhile.
         self.release_cached_memory(windows=True)
+        trace("case: released")
         if outcome.passed and reference is not None:
             outcome.reference_timing = reference(case)
             # A time below the clock's grain (0 µs) has no ratio: the case stands without one.
@@ -481,6 +486,7 @@ class SubmissionJudge:
         def request_time(pristine: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
             nonlocal frugal
             frugal = is_frugal(pristine) if frugal is None else frugal
+            trace("time: generated", worker.window_bytes)
             sent = worker.private_copy(pristine)
             self.settle()
             reply = worker.request(
@@ -493,14 +499,17 @@ class SubmissionJudge:
             )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)
+            trace("time: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
             return payload
 
         def verify(pristine: Any, output: Any) -> tuple[bool, str]:
             try:
                 return self.verified(worker, case, pristine, output)
             finally:
+                trace("time: checked", worker.window_bytes)
                 if frugal:  # the next call's input and the worker's call need the room
                     self.release_cached_memory()
+                    trace("time: released", worker.window_bytes)
 
         timer = CaseTimer(self.generate_or_not_run, request_time, verify, self.use_cuda, progress)
         label = f"{self.task.name} {case.kind}[{case.id}]"

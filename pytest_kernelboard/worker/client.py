@@ -317,13 +317,18 @@ class WorkerProcess:
             return data
         return window.views_in(self.windows["in"], self._inbound, data)
 
+    @property
+    def window_bytes(self) -> int:
+        """The device windows' size together (memory the judge holds for this worker)."""
+        return sum(w.size for w in self.windows.values())
+
     def release_windows(self, above: int = 0) -> None:
         """Let go of the device windows if together they hold more than `above` bytes: the
         worker unmaps its side first, then the judge releases the memory. The next request
         with CUDA tensors makes new ones, sized for it."""
         if self.transport != transport.WINDOW or not self.windows:
             return
-        if sum(w.size for w in self.windows.values()) <= above:
+        if self.window_bytes <= above:
             return
         device = self.windows["in"].device
         for direction in list(self.windows):
