@@ -14,9 +14,16 @@
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
 # memory     benchmarks/memory_peak.py on the seven KernelBench-sized problems (peak against
-#            2x(inputs+outputs)+working+2 GiB), then the four 20-30 GB leaderboards under -n 4
+#            2x(inputs+outputs)+working+2 GiB, who held what at the peak, a timeline)
+# shared     the four 20-30 GB leaderboards judged together under -n 4 on the one GPU
 # ranked     benchmarks/ranked_runs.sh: leaderboard-mode runs of the bundled solutions, for results/
-# batch      benchmarks/batch_throughput.py on the 100-candidate batch (twice) and 20 load_inline
+# hacks      tests/test_batch_hacks.py: every reward hack's verdict, the GPU-only ones included
+# hostbound  tests/test_gpumode_vectoradd_gpu.py -s: the GPU MODE-shaped vectoradd_py in
+#            leaderboard mode (wall time and each timing's stop), then the bundled vectoradd,
+#            grayscale and histogram in leaderboard mode, each timed
+# batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
+#            (BATCH_RUNS times, default 1)
+# inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
@@ -94,8 +101,41 @@ s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.l
         run_stage memory "${MEMORY_LIMIT:-420}" python benchmarks/memory_peak.py \
             --json "$OUT/memory.json"
         tail -14 "$OUT/memory.log"
-        label="four leaderboards, -n 4" run_stage memory "${MEMORY_LIMIT:-420}" python -m pytest \
+        ;;
+    shared)
+        label="four leaderboards, -n 4" run_stage shared "${MEMORY_LIMIT:-420}" python -m pytest \
             tests/test_memory_gpu.py -k four -q -rfEs -p no:cacheprovider
+        ;;
+    hacks)
+        run_stage hacks "${TEST_LIMIT:-300}" python -m pytest tests/test_batch_hacks.py -q -rfEs \
+            -p no:cacheprovider
+        ;;
+    hostbound)
+        label=vectoradd_py run_stage hostbound 300 python -m pytest \
+            tests/test_gpumode_vectoradd_gpu.py -s -q -rfEs -p no:cacheprovider
+        for board in vectoradd grayscale histogram; do
+            label=$board run_stage hostbound 300 python -m pytest "submissions/$board" -q \
+                -p no:cacheprovider --kb-mode leaderboard --kb-remeasure-reference \
+                --kb-results "$OUT/hostbound-$board.json"
+        done
+        ;;
+    batch)
+        run_stage batch "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \
+            --mode benchmark --runs "${BATCH_RUNS:-1}" --out "$OUT/batch"
+        tail -40 "$OUT/batch.log"
+        ;;
+    inline)
+        run_stage inline "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \
+            --load-inline --runs 1 --out "$OUT/inline"
+        tail -20 "$OUT/inline.log"
+        ;;
+    serve)
+        scratch=$(mktemp -d)
+        python benchmarks/batch_candidates.py "$scratch" --repo "$scratch/repo" >/dev/null
+        run_stage serve "${BATCH_LIMIT:-560}" python benchmarks/serve_vs_judge.py \
+            kernelbench_l2_1_gemm_scale_leakyrelu_clamp "$scratch/batch.jsonl" --mode benchmark \
+            --root "$scratch/repo" --repeats "${SERVE_REPEATS:-1}" --keep "$OUT/serve"
+        tail -20 "$OUT/serve.log"
         ;;
     ranked)
         run_stage ranked "${RANKED_LIMIT:-560}" bash benchmarks/ranked_runs.sh "$OUT/ranked" \
