@@ -11,6 +11,9 @@
 #            speedup, wall times (with 16 host-spinning processes for a busy host)
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
 # startup    cProfile of one sandboxed test-mode run of the vectoradd example: where it waits
+# roundtrip  cProfile of the judge over the vectoradd example's 8192² benchmark case (plain
+#            path): where a timed call's round trip to the worker goes (60-190 ms on the H100
+#            where the call itself takes microseconds; docs/benchmarks.md, seventh session)
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
 # memory     benchmarks/memory_peak.py on the seven KernelBench-sized problems (peak against
@@ -88,6 +91,14 @@ for stage in $stages; do
         python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
 s.sort_stats('cumulative').print_stats('pytest_kernelboard', 40)
 s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.log" 2>&1
+        ;;
+    roundtrip)
+        run_stage roundtrip 200 python -m cProfile -o "$OUT/roundtrip.prof" -m pytest \
+            submissions/vectoradd/example/submission.py -q -p no:cacheprovider \
+            --kb-mode benchmark -k "benchmark and 8192" --kb-results "$OUT/roundtrip.json"
+        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
+s.sort_stats('cumulative').print_stats('pytest_kernelboard', 50)
+s.sort_stats('tottime').print_stats(25)" "$OUT/roundtrip.prof" >>"$OUT/roundtrip.log" 2>&1
         ;;
     profile)
         run_stage profile 300 python -m pytest submissions/vectoradd/example/submission.py \
