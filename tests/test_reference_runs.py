@@ -288,6 +288,10 @@ def test_plugin_measures_files_then_reuses_the_reference(pytester, plugin_repo):
     assert [e["submission"]["author"] for e in first["evaluations"]] == ["alice", "reference"]
     measured = benchmark_record(first)
     assert measured["reference_run"]["source"] == MEASURED
+    # Timed as a submission is: every timed call's output checked (the same judge work between
+    # calls on both sides of the speedup).
+    reference_timing = first["evaluations"][1]["cases"][0]["timing"]
+    assert reference_timing["checked_calls"] == reference_timing["n"] > 0
     assert (
         measured["reference_timing"]["mean_us"]
         == (first["evaluations"][1]["cases"][0]["timing"]["mean_us"])
