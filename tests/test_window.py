@@ -145,8 +145,10 @@ def test_a_host_copy_is_refused_unless_it_is_a_host_tensor():
 def test_the_window_grows_with_headroom_and_never_shrinks():
     assert window.grown_size(1000, 0) == 1250
     assert window.grown_size(1000, 4096) == 4096
-    # A large window's headroom is capped: it would be memory no case uses.
-    assert window.grown_size(8 << 30, 0) == (8 << 30) + window.HEADROOM_MAX_BYTES
+    # A window kept past its case gets a capped headroom; one let go at its case's end none.
+    assert window.grown_size(200 << 20, 0) == (200 << 20) + (50 << 20)
+    assert window.grown_size(240 << 20, 0) == 240 << 20  # 300 MiB with headroom: not kept
+    assert window.grown_size(8 << 30, 0) == 8 << 30
 
 
 def test_a_descriptor_crosses_the_socket_after_its_frame():

@@ -19,6 +19,7 @@ from ..spec.cases import Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
+from ..worker import window
 from ..worker.builds import write_build_spec
 from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
 from ..worker.cloning import clone_data
@@ -42,7 +43,7 @@ from .staging import module_name, stage
 STARTUP_TIMEOUT_S = 120.0
 # A case's end lets go of the worker's device windows above this size (small ones stay: making
 # them again costs more than they hold).
-RELEASE_WINDOWS_ABOVE = 256 << 20
+RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 PROFILER_EXIT_GRACE_S = 120.0
 

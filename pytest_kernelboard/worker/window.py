@@ -29,6 +29,9 @@ from .leaves import tensor_leaves
 ALIGN = 512  # every storage starts on this boundary: any dtype, any vector width
 HEADROOM = 1.25  # a grown window leaves room for the next, slightly larger case
 HEADROOM_MAX_BYTES = 64 << 20
+# Windows above this are let go at their case's end (judge/core.py) and made again for the next
+# case: they get no headroom, which no call of their own case would use.
+KEPT_WINDOW_MAX = 256 << 20
 
 
 class Slot(NamedTuple):
@@ -409,8 +412,11 @@ def _is_tensor(obj: Any) -> bool:
 
 def grown_size(needed: int, current: int) -> int:
     """The size to grow a window to so that `needed` bytes fit, with headroom (a share of it,
-    at most HEADROOM_MAX_BYTES: a large window's headroom would be memory no case uses)."""
+    at most HEADROOM_MAX_BYTES) where the window outlives its case; none above KEPT_WINDOW_MAX,
+    where it would be memory beside a large case's inputs that nothing uses."""
     headroom = min(math.ceil(needed * (HEADROOM - 1)), HEADROOM_MAX_BYTES)
+    if needed + headroom > KEPT_WINDOW_MAX:
+        headroom = 0
     return max(current, needed + headroom)
 
 
