@@ -292,6 +292,11 @@ def test_plugin_measures_files_then_reuses_the_reference(pytester, plugin_repo):
     # calls on both sides of the speedup).
     reference_timing = first["evaluations"][1]["cases"][0]["timing"]
     assert reference_timing["checked_calls"] == reference_timing["n"] > 0
+    # Where the round trips went: the judge's own packing and reading, the worker's handling;
+    # both inside the round trips' total.
+    wall = measured["timing"]["wall_s"]
+    assert wall["worker_handler"] > 0 and wall["judge_io"] > 0
+    assert wall["worker_handler"] + wall["judge_io"] <= wall["worker"]
     assert (
         measured["reference_timing"]["mean_us"]
         == (first["evaluations"][1]["cases"][0]["timing"]["mean_us"])

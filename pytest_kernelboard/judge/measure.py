@@ -67,6 +67,7 @@ class Measurement:
     host_bound_calls: int = 0
     # Where the case's wall time went (seconds): input generation, the worker's round trips
     # (transfer plus the worker's own flush, call and copies), verification, and the rest.
+    # Where a request_time reports them (ROUND_TRIP_PARTS), parts of `worker` too.
     wall_s: dict[str, float] = field(
         default_factory=lambda: {"generate": 0.0, "worker": 0.0, "verify": 0.0}
     )
@@ -103,6 +104,13 @@ class TimingPlan:
     warmup: Warmup
     flush_bytes: int
     verify: bool = True  # False for the reference, which is the definition of right
+
+
+# A request_time reply's key for where its round trip went, in seconds: `judge_io` (the judge
+# packing the inputs into the window and reading the reply out) and `worker_handler` (the
+# worker's handling of the request: flush, the call, its synchronisation). What the round trip
+# holds beyond both is the worker reading the request and packing its reply, and the socket.
+ROUND_TRIP_PARTS = "round_trip_s"
 
 
 def default_flush_bytes() -> int:
@@ -147,6 +155,8 @@ class CaseTimer:
         reply = self.request_time(pristine, plan.flush_bytes, remaining)
         m.wall_s["generate"] += generated - started
         m.wall_s["worker"] += self.clock() - generated
+        for part, seconds in reply.pop(ROUND_TRIP_PARTS, {}).items():
+            m.wall_s[part] = m.wall_s.get(part, 0.0) + max(float(seconds), 0.0)
         return pristine, reply
 
     def _verify(self, pristine: Any, output: Any, call_index: int, m: Measurement) -> None:
