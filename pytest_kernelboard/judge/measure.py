@@ -65,6 +65,7 @@ class Measurement:
     blocking_off: str = ""
     blocked_calls: int = 0
     host_bound_calls: int = 0
+    host_copied_calls: int = 0  # timed calls whose tensors crossed as host copies
     # Where the case's wall time went (seconds): input generation, the worker's round trips
     # (transfer plus the worker's own flush, call and copies), verification, and the rest.
     # Where a request_time reports them (ROUND_TRIP_PARTS), parts of `worker` too.
@@ -92,6 +93,7 @@ class Measurement:
             blocking_off=self.blocking_off or None,
             event_overhead_us=self.event_overhead_us,
             host_bound_calls=self.host_bound_calls,
+            host_copied_calls=self.host_copied_calls,
             wall_s={k: round(v, 4) for k, v in self.wall_s.items()},
         )
         record.update(self.details)
@@ -103,7 +105,7 @@ class TimingPlan:
     rule: StoppingRule
     warmup: Warmup
     flush_bytes: int
-    verify: bool = True  # False for the reference, which is the definition of right
+    verify: bool = True  # every timed call's output checked (the reference's too)
 
 
 # A request_time reply's key for where its round trip went, in seconds: `judge_io` (the judge
@@ -111,6 +113,8 @@ class TimingPlan:
 # worker's handling of the request: flush, the call, its synchronisation). What the round trip
 # holds beyond both is the worker reading the request and packing its reply, and the socket.
 ROUND_TRIP_PARTS = "round_trip_s"
+# A request_time reply's key: True when its tensors crossed as host copies, not windows.
+HOST_COPIED = "host_copied"
 
 
 def default_flush_bytes() -> int:
@@ -246,6 +250,7 @@ class CaseTimer:
             if reply.get("blocking_off") and not m.blocking_off:
                 m.blocking_off = reply["blocking_off"]
             m.host_bound_calls += sample > reply["device_us"]
+            m.host_copied_calls += bool(reply.get(HOST_COPIED))
             if reply.get("outside_unseen"):
                 unaccounted.append(reply["outside_unseen"])
             stats.add(sample)

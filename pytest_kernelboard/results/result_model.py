@@ -230,6 +230,8 @@ class Timing(Record):
     blocking_off: str | None | Absent = ABSENT
     event_overhead_us: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
     host_bound_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
+    # Calls whose tensors crossed as host copies instead of through the device windows.
+    host_copied_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
     wall_s: dict[str, float] | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     flags: tuple[str, ...] | Absent = ABSENT
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.
