@@ -297,6 +297,7 @@ def test_plugin_measures_files_then_reuses_the_reference(pytester, plugin_repo):
     wall = measured["timing"]["wall_s"]
     assert wall["worker_handler"] > 0 and wall["judge_io"] > 0
     assert wall["worker_handler"] + wall["judge_io"] <= wall["worker"]
+    assert measured["timing"]["host_copied_calls"] == 0  # CPU tensors: no CUDA host copies
     assert (
         measured["reference_timing"]["mean_us"]
         == (first["evaluations"][1]["cases"][0]["timing"]["mean_us"])
