@@ -99,6 +99,13 @@ s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.l
         python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
 s.sort_stats('cumulative').print_stats('pytest_kernelboard', 50)
 s.sort_stats('tottime').print_stats(25)" "$OUT/roundtrip.prof" >>"$OUT/roundtrip.log" 2>&1
+        python -c "import json, sys
+for e in json.load(open(sys.argv[1]))['evaluations']:
+    for c in e['cases']:
+        t = c.get('timing') or {}
+        if t: print(e['submission'].get('author'), c['id'], 'n', t['n'], 'host_copied_calls',
+                    t.get('host_copied_calls'), 'wall_s', t.get('wall_s'))" "$OUT/roundtrip.json" \
+            | tee -a "$OUT/roundtrip.log"
         ;;
     profile)
         run_stage profile 300 python -m pytest submissions/vectoradd/example/submission.py \
