@@ -21,6 +21,7 @@ __all__ = [
     "device_bytes",
     "io_bytes",
     "plausibility_flags",
+    "storage_span",
     "tensor_bytes",
 ]
 
@@ -80,16 +81,27 @@ def _view_interval(t: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
     if numel == 0:
         return None
     itemsize = t.element_size()
-    span = 1 + sum(
-        (size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True)
-    )
-    length = min(numel, span) * itemsize
+    length = min(numel, _span_elements(t)) * itemsize
     try:
         base = t.untyped_storage().data_ptr()
-        start = t.storage_offset() * itemsize
+        start = storage_span(t)[0]
     except Exception:  # sparse, nested or wrapper tensors without a plain storage
         return (str(t.device), -id(t)), (0, length)
     return (str(t.device), base), (start, start + length)
+
+
+def _span_elements(t: Any) -> int:
+    """Elements from a (non-empty) view's first to its last, gaps included."""
+    return 1 + sum(
+        (size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True)
+    )
+
+
+def storage_span(t: Any) -> tuple[int, int]:
+    """The bytes of a non-empty tensor's storage from its first element to just past its last
+    (start, end): everything the view can read or write, without copying it."""
+    start = t.storage_offset() * t.element_size()
+    return start, start + _span_elements(t) * t.element_size()
 
 
 def _collect(obj: Any) -> _Intervals:

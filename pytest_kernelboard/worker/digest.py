@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..stats.floors import storage_span
 from .leaves import tensor_leaves
 
 CHUNK_BYTES = 1 << 26  # 64 MiB (16 Mi int32 words) per step: the temporaries are a few of these
@@ -49,8 +50,5 @@ def _bytes_spanned(tensor: Any) -> Any:
     if tensor.numel() == 0:
         return whole
     whole.set_(tensor.untyped_storage())
-    item = tensor.element_size()
-    strides = zip(tensor.shape, tensor.stride(), strict=True)  # torch's strides are >= 0
-    extent = 1 + sum((size - 1) * stride for size, stride in strides)
-    first = tensor.storage_offset()
-    return whole[first * item : (first + extent) * item]
+    start, end = storage_span(tensor)
+    return whole[start:end]
