@@ -28,8 +28,6 @@ from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
 from .measure import (
-    HOST_COPIED,
-    ROUND_TRIP_PARTS,
     CaseTimer,
     Measurement,
     Progress,
@@ -502,11 +500,6 @@ class SubmissionJudge:
             )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)
-            payload[ROUND_TRIP_PARTS] = {
-                "judge_io": reply.elapsed_s - reply.outside_us / 1e6,
-                "worker_handler": float(reply.payload.get("elapsed_s", 0.0)),
-            }
-            payload[HOST_COPIED] = reply.host_transport
             trace("time: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
             return payload
 

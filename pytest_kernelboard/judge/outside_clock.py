@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from ..worker.protocol import Op
-from .measure import VerificationFailure
+from .measure import HOST_COPIED, ROUND_TRIP_PARTS, VerificationFailure
 
 ROUND_TRIPS = 20
 # The GPU cross-check's tolerances: clocks of two processes, scheduling noise.
@@ -33,9 +33,15 @@ def round_trip_us(worker: Any, timeout_s: float = 30.0, n: int = ROUND_TRIPS) ->
 
 
 def judged_times(reply: Any, round_trip: float, use_cuda: bool) -> dict[str, Any]:
-    """The `time` reply's payload with the times the judge stands behind."""
+    """The `time` reply's payload with the times the judge stands behind, and where its round
+    trip went (ROUND_TRIP_PARTS) and whether its tensors crossed as host copies (HOST_COPIED)."""
     payload = dict(reply.payload)
     outside = reply.outside_us
+    payload[ROUND_TRIP_PARTS] = {
+        "judge_io": reply.elapsed_s - outside / 1e6,
+        "worker_handler": float(payload.get("elapsed_s", 0.0)),
+    }
+    payload[HOST_COPIED] = reply.host_transport
     if not use_cuda:
         judged = max(outside - round_trip, 0.0)
         payload["reported_us"] = payload["device_us"]
