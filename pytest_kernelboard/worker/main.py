@@ -152,7 +152,9 @@ class Worker:
         self._spin_rate: float | None = None
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
-        self.reservation: Reservation | None = None  # a frugal call's segments, held again
+        # A frugal call's cache segments, held again before the next (frugal needs windows,
+        # which need CUDA).
+        self.reservation = Reservation(torch) if self.cuda else None
         if self.cuda:
             self._elapsed_time = torch.cuda.Event.elapsed_time
             self._event = torch.cuda.Event
@@ -440,7 +442,6 @@ class Worker:
             frugal = bool(request.pop(FRUGAL_KEY, False)) and bool(self.windows)
             measured = self.cuda and op in (Op.CALL, Op.TIME)
             if frugal:
-                self.reservation = self.reservation or Reservation(self.torch)
                 self.reservation.hold_again()
             if measured:
                 self.torch.cuda.reset_peak_memory_stats()
