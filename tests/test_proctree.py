@@ -184,6 +184,22 @@ def test_this_machine_a_paused_process_reads_as_stopped():
         sleeper.wait()
 
 
+def test_this_machine_stop_returns_once_a_busy_process_is_stopped():
+    """SIGSTOP lands when the kernel next schedules its target; stop() waits for it, so a
+    process spinning on a CPU is stopped by the time the first timed call starts."""
+    from pytest_kernelboard.worker import pausing
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for _ in range(20):
+            assert pausing.stop([spinner.pid]) == [spinner.pid]
+            assert read_snapshot().processes[spinner.pid].state == "T"
+            pausing.go_on([spinner.pid])
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def test_this_machine_a_blocked_flock_names_its_holder(tmp_path):
     path = tmp_path / "build.lock"
     with open(path, "w") as held:
@@ -230,7 +246,11 @@ def test_this_machine_pausing_stops_only_the_workers_python_process():
             assert stopped == [worker_pid]
             states = {pid: read_snapshot().processes[pid].state for pid in stopped}
             assert states == {worker_pid: "T"}
-        assert read_snapshot().processes[worker_pid].state != "T"
+        # (SIGCONT, like SIGSTOP, takes effect when the process is next scheduled)
+        deadline = time.monotonic() + 10
+        while read_snapshot().processes[worker_pid].state == "T":
+            assert time.monotonic() < deadline, "SIGCONT never showed in /proc"
+            time.sleep(0.01)
     finally:
         for pid in read_snapshot().tree(parent.pid) - {parent.pid}:
             os.kill(pid, signal.SIGKILL)

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .proctree import read_snapshot
+from .proctree import process_state, read_snapshot
 
 WORKER_MODULE = b"pytest_kernelboard.worker.main"
+# SIGSTOP takes effect when the kernel next schedules the process, not when kill() returns; a
+# process still running could launch work in the first timed call. Wait this long at most.
+STOP_WAIT_S = 2.0
+_STOPPED_OR_GONE = frozenset({"T", "t", "Z", "X", None})
 
 
 def python_processes(root_pid: int) -> list[int]:
@@ -34,7 +39,8 @@ def python_processes(root_pid: int) -> list[int]:
 
 
 def stop(pids: Iterable[int]) -> list[int]:
-    """SIGSTOP each; the ones that were stopped (a process that has gone is skipped)."""
+    """SIGSTOP each and wait until it is stopped; the ones that were stopped (a process that
+    has gone is skipped)."""
     stopped = []
     for pid in pids:
         try:
@@ -42,7 +48,17 @@ def stop(pids: Iterable[int]) -> list[int]:
             stopped.append(pid)
         except OSError:
             pass
+    _wait_stopped(stopped)
     return stopped
+
+
+def _wait_stopped(pids: list[int]) -> None:
+    deadline = time.monotonic() + STOP_WAIT_S
+    waiting = list(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = [pid for pid in waiting if process_state(pid) not in _STOPPED_OR_GONE]
+        if waiting:
+            time.sleep(0.0005)
 
 
 def go_on(pids: Iterable[int]) -> None:

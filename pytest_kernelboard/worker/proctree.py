@@ -113,6 +113,12 @@ def read_snapshot(proc: Path = PROC) -> Snapshot | None:
     return Snapshot(processes, _read_lock_waits(proc / "locks"))
 
 
+def process_state(pid: int, proc: Path = PROC) -> str | None:
+    """One process's state letter (R, S, T, Z, ...); None when it is gone."""
+    info = _read_stat(proc / str(pid) / "stat")
+    return info.state if info is not None else None
+
+
 def _read_stat(path: Path) -> ProcessInfo | None:
     """One /proc/PID/stat; None when the process is gone or the line is not understood."""
     try:  # raw reads: a runner has hundreds of processes, sampled twice a second
