@@ -35,7 +35,15 @@ from typing import Any
 import yaml
 
 from ..stats.scoring import DEFAULT_FAST_P, fast_p
-from . import kernelbench_utils as kbu
+
+
+def _utils() -> ModuleType:
+    """kernelbench_utils, imported when an import needs it: it imports torch (seconds), which
+    `kernelboard --help` and the other commands should not wait for."""
+    from . import kernelbench_utils
+
+    return kernelbench_utils
+
 
 GROUP = "kernelbench"
 UTILS_FILE = "kernelbench_utils.py"
@@ -105,8 +113,8 @@ def case_seeds(level: int, stem: str) -> tuple[int, list[int]]:
 
 
 def run_reference(problem: ModuleType, seed: int, weights: int, scale: int) -> tuple[dict, Any]:
-    data = kbu.make_input(problem, seed, weights, scale)
-    return data, kbu.model_kernel(problem.Model)(data)
+    data = _utils().make_input(problem, seed, weights, scale)
+    return data, _utils().model_kernel(problem.Model)(data)
 
 
 def choose_scale(problem: ModuleType, path: Path, weights: int, seed: int) -> int:
@@ -128,15 +136,15 @@ def degenerate_reason(problem: ModuleType, weights: int, seeds: Sequence[int], s
     for seed in seeds:
         data, out = run_reference(problem, seed, weights, scale)
         found = set()
-        if isinstance(out, kbu.torch.Tensor):
+        if isinstance(out, _utils().torch.Tensor):
             flat = out.detach().flatten().float()
             if flat.numel() and not flat.any():
                 found.add("its output is all zeros")
             elif flat.numel() > 1 and bool((flat == flat[0]).all()):
                 found.add("its output is constant")
             for x in data["inputs"]:
-                if isinstance(x, kbu.torch.Tensor) and x.shape == out.shape:
-                    if kbu.check(out, x)[0]:
+                if isinstance(x, _utils().torch.Tensor) and x.shape == out.shape:
+                    if _utils().check(out, x)[0]:
                         found.add("its output equals an input")
         reasons = found if reasons is None else reasons & found
     return "; ".join(sorted(reasons or ()))
@@ -225,7 +233,7 @@ def write_leaderboard(
     (folder / "task.py").write_text(TASK_PY)
     (folder / "solutions" / "correct" / "submission_model_new.py").write_text(CORRECT)
     (folder / "solutions" / "wrong" / "submission_off_by_one.py").write_text(WRONG)
-    with kbu.scaled(problem, scale) as shrunk:
+    with _utils().scaled(problem, scale) as shrunk:
         pass
     warning = (
         f"\nWARNING: degenerate reference ({reason}): a trivial kernel passes this problem.\n"
@@ -237,7 +245,7 @@ def write_leaderboard(
         "Define `class ModelNew(nn.Module)` (KernelBench's contract: built as "
         "ModelNew(*get_init_inputs()) under the same seed as Model, then called with "
         "get_inputs()), or `custom_kernel(data)` with data = {inputs, init_inputs, weights}.\n"
-        f"Tolerance: atol = rtol = {kbu.ATOL} (KernelBench's).\n" + warning
+        f"Tolerance: atol = rtol = {_utils().ATOL} (KernelBench's).\n" + warning
     )
     task = {
         "name": name,
@@ -250,7 +258,7 @@ def write_leaderboard(
         ],
         "lang": "py",
         "description": description,
-        "tolerance": f"atol {kbu.ATOL}, rtol {kbu.RTOL} (KernelBench)",
+        "tolerance": f"atol {_utils().ATOL}, rtol {_utils().RTOL} (KernelBench)",
         # KernelBench's reference is a pure function: a drop-in kernel leaves its inputs alone.
         "read_only_inputs": True,
         "tests": [
@@ -271,7 +279,7 @@ def write_leaderboard(
         "problem": int(path.stem.split("_")[0]),
         "test_scale": scale,
         "test_shapes": shrunk,
-        "benchmark_shapes": kbu.shape_constants(problem),
+        "benchmark_shapes": _utils().shape_constants(problem),
         "degenerate": reason or None,
     }
     (folder / "kernelbench.json").write_text(json.dumps(metadata, indent=2) + "\n")
@@ -292,7 +300,7 @@ def import_kernelbench(
     """Write one leaderboard per selected problem under dest (leaderboards/kernelbench)."""
     files = problem_files(root, level, problems)
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(kbu.__file__), dest / UTILS_FILE)
+    shutil.copyfile(Path(_utils().__file__), dest / UTILS_FILE)
     imported = []
     for path in files:
         problem = load_problem(path)
