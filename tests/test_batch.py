@@ -213,3 +213,19 @@ def test_a_time_that_cannot_be_the_calls_is_implausible_timing_whatever_its_mess
     assert error_kind(CaseOutcome("failed", "physically impossible timing")) != (
         "implausible_timing"  # the kind comes from the fact, not from the wording
     )
+
+
+def test_a_finished_batch_leaves_no_spare_worker_starting(core_repo):
+    """A spare is a Python and torch start-up (seconds of CPU): once the stream of candidates
+    ends, none is kept starting for a candidate that will not come."""
+    from pytest_kernelboard.batch.judge import BatchJudge
+    from pytest_kernelboard.spec.task import load_task
+
+    task = load_task(core_repo / "leaderboards" / "addone" / "task.yml")
+    judge = BatchJudge(task, "test", core_repo, spares=1)
+    try:
+        records = list(judge.judge([Candidate("good.py", GOOD)]))
+        assert [r["status"] for r in records] == ["passed"]
+        assert judge.session.pool.spare_workers() == []
+    finally:
+        judge.close()

@@ -46,3 +46,21 @@ def test_a_run_that_takes_nothing_starts_nothing():
     pool.expect(0)
     pool.prestart()
     assert started == []
+
+
+def test_expecting_fewer_takes_stops_the_spares_over_them():
+    """Real workers: the ones over the new demand are stopped part way through their start."""
+    pool = WorkerPool(spares=2)
+    try:
+        pool.prestart()
+        spares = pool.spare_workers()
+        assert len(spares) == 2 and all(w.alive for w in spares)
+        pool.expect(1)
+        assert pool.spare_workers() == spares[:1]
+        assert spares[0].alive and not spares[1].alive
+        pool.expect(0)
+        assert pool.spare_workers() == [] and not spares[0].alive
+        pool.prestart()
+        assert pool.spare_workers() == []
+    finally:
+        pool.close()

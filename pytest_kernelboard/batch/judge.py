@@ -195,6 +195,7 @@ class BatchJudge:
                 return False
             if candidate is _END:
                 ended = True
+                self.session.pool.expect(0)  # a spare started for no candidate stops
                 return False
             evaluation = self.evaluation(self._count, candidate)
             self._count += 1

@@ -680,9 +680,13 @@ class WorkerPool:
         ).result()
 
     def expect(self, takes: int) -> None:
-        """The run will take about this many more workers: keep no more spares than that."""
+        """The run will take about this many more workers: keep no more spares than that (the
+        ones over it are stopped now, part way through their start-up)."""
         with self._lock:
             self.demand = max(takes, 0)
+            unwanted, self._spare = self._spare[self.demand :], self._spare[: self.demand]
+        for worker in unwanted:
+            worker.close(timeout_s=1.0)
 
     def prestart(self) -> None:
         with self._lock:
