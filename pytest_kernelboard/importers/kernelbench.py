@@ -113,8 +113,9 @@ def case_seeds(level: int, stem: str) -> tuple[int, list[int]]:
 
 
 def run_reference(problem: ModuleType, seed: int, weights: int, scale: int) -> tuple[dict, Any]:
-    data = _utils().make_input(problem, seed, weights, scale)
-    return data, _utils().model_kernel(problem.Model)(data)
+    kbu = _utils()
+    data = kbu.make_input(problem, seed, weights, scale)
+    return data, kbu.model_kernel(problem.Model)(data)
 
 
 def choose_scale(problem: ModuleType, path: Path, weights: int, seed: int) -> int:
@@ -132,19 +133,20 @@ def choose_scale(problem: ModuleType, path: Path, weights: int, seed: int) -> in
 def degenerate_reason(problem: ModuleType, weights: int, seeds: Sequence[int], scale: int) -> str:
     """Why the reference accepts trivial kernels ('' when it does not): its output is all zeros,
     constant, or equal to one of its inputs on every test case."""
+    kbu = _utils()
     reasons: set[str] | None = None
     for seed in seeds:
         data, out = run_reference(problem, seed, weights, scale)
         found = set()
-        if isinstance(out, _utils().torch.Tensor):
+        if isinstance(out, kbu.torch.Tensor):
             flat = out.detach().flatten().float()
             if flat.numel() and not flat.any():
                 found.add("its output is all zeros")
             elif flat.numel() > 1 and bool((flat == flat[0]).all()):
                 found.add("its output is constant")
             for x in data["inputs"]:
-                if isinstance(x, _utils().torch.Tensor) and x.shape == out.shape:
-                    if _utils().check(out, x)[0]:
+                if isinstance(x, kbu.torch.Tensor) and x.shape == out.shape:
+                    if kbu.check(out, x)[0]:
                         found.add("its output equals an input")
         reasons = found if reasons is None else reasons & found
     return "; ".join(sorted(reasons or ()))
@@ -223,6 +225,7 @@ _TaskDumper.add_representer(
 def write_leaderboard(
     dest: Path, level: int, path: Path, problem: ModuleType, scale: int, reason: str
 ) -> ImportedProblem:
+    kbu = _utils()
     folder_name, name = leaderboard_name(level, path.stem)
     folder = dest / folder_name
     weights, seeds = case_seeds(level, path.stem)
@@ -233,7 +236,7 @@ def write_leaderboard(
     (folder / "task.py").write_text(TASK_PY)
     (folder / "solutions" / "correct" / "submission_model_new.py").write_text(CORRECT)
     (folder / "solutions" / "wrong" / "submission_off_by_one.py").write_text(WRONG)
-    with _utils().scaled(problem, scale) as shrunk:
+    with kbu.scaled(problem, scale) as shrunk:
         pass
     warning = (
         f"\nWARNING: degenerate reference ({reason}): a trivial kernel passes this problem.\n"
@@ -245,7 +248,7 @@ def write_leaderboard(
         "Define `class ModelNew(nn.Module)` (KernelBench's contract: built as "
         "ModelNew(*get_init_inputs()) under the same seed as Model, then called with "
         "get_inputs()), or `custom_kernel(data)` with data = {inputs, init_inputs, weights}.\n"
-        f"Tolerance: atol = rtol = {_utils().ATOL} (KernelBench's).\n" + warning
+        f"Tolerance: atol = rtol = {kbu.ATOL} (KernelBench's).\n" + warning
     )
     task = {
         "name": name,
@@ -258,7 +261,7 @@ def write_leaderboard(
         ],
         "lang": "py",
         "description": description,
-        "tolerance": f"atol {_utils().ATOL}, rtol {_utils().RTOL} (KernelBench)",
+        "tolerance": f"atol {kbu.ATOL}, rtol {kbu.RTOL} (KernelBench)",
         # KernelBench's reference is a pure function: a drop-in kernel leaves its inputs alone.
         "read_only_inputs": True,
         "tests": [
@@ -279,7 +282,7 @@ def write_leaderboard(
         "problem": int(path.stem.split("_")[0]),
         "test_scale": scale,
         "test_shapes": shrunk,
-        "benchmark_shapes": _utils().shape_constants(problem),
+        "benchmark_shapes": kbu.shape_constants(problem),
         "degenerate": reason or None,
     }
     (folder / "kernelbench.json").write_text(json.dumps(metadata, indent=2) + "\n")

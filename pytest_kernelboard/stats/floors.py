@@ -84,7 +84,7 @@ def _view_interval(t: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
     length = min(numel, _span_elements(t)) * itemsize
     try:
         base = t.untyped_storage().data_ptr()
-        start = storage_span(t)[0]
+        start = t.storage_offset() * itemsize
     except Exception:  # sparse, nested or wrapper tensors without a plain storage
         return (str(t.device), -id(t)), (0, length)
     return (str(t.device), base), (start, start + length)
