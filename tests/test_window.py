@@ -70,6 +70,28 @@ def test_tensors_come_back_equal_with_dtype_shape_strides_and_views():
     assert rebuilt[2][0, 0] == 1234.0 and rebuilt[1][1, 2] == 1234.0
 
 
+def test_a_rebuilt_tensor_holds_only_its_own_bytes_so_an_output_in_an_input_goes_back_alone():
+    """The worker's tensors are regions of its inbound window. An output written into one of
+    them (vectoradd's `torch.add(a, b, out=c); return c`) is packed for the reply by its
+    storage: were that the whole window, the reply would need the whole inbound window's
+    bytes, never fit the outbound window and cross as host copies on every call."""
+    shared = host_window()
+    a, b, c = torch.randn(256), torch.randn(256), torch.full((256,), float("nan"))
+    slots, _ = packed([a, b, c], shared)
+    window.set_receiving(shared, copy_out=False)
+    try:
+        a2, b2, c2 = (window.from_window(s) for s in slots)
+    finally:
+        window.set_receiving(None)
+    assert c2.untyped_storage().nbytes() == c.untyped_storage().nbytes()
+    torch.add(a2, b2, out=c2)  # the output buffer passed in, written in place
+    assert torch.equal(c2, a + b)
+    assert torch.equal(shared.bytes[slots[2].offset :][: c.nbytes].view(torch.float32), a + b)
+    reply_packer = window.Packer(None)
+    reply_packer.reduce(c2)
+    assert reply_packer.nbytes == c.nbytes  # the output alone, not the window's 64 KiB
+
+
 def test_the_judge_copies_each_tensor_out_of_the_window_at_once():
     shared = host_window()
     slots, _ = packed([torch.ones(16)], shared)

@@ -67,6 +67,26 @@ def test_a_reply_larger_than_the_outbound_window_comes_as_a_copy_and_grows_it(wo
     assert torch.equal(again.payload["output"], torch.cat([x, x, x, x]))
 
 
+def test_an_output_written_into_an_input_comes_back_through_the_window(worker, tmp_path):
+    """vectoradd's shape: the output buffer is an input, written in place and returned. Only
+    the first reply (before the outbound window has grown) may cross as host copies."""
+    import torch
+
+    (tmp_path / "adder.py").write_text(
+        "import torch\n\ndef custom_kernel(data):\n"
+        "    a, b, c = data\n    torch.add(a, b, out=c)\n    return c\n"
+    )
+    worker.load(tmp_path, "adder", 60.0)
+    a, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    replies = [
+        worker.request("call", 60.0, data=(a, b, torch.full_like(a, float("nan"))))
+        for _ in range(3)
+    ]
+    assert [r.host_transport for r in replies[1:]] == [False, False]
+    for reply in replies:
+        assert torch.equal(reply.payload["output"], a + b)
+
+
 def test_a_worker_that_dies_leaves_the_judges_windows_released(worker):
     import torch
 
