@@ -37,6 +37,7 @@ from ..spec.discovery import (
 )
 from ..spec.task import TaskError, TaskSpec, load_task
 from ..stats.scoring import rank_us
+from ..worker import forked
 from ..worker import sandbox as worker_sandbox
 from . import bench_bridge
 from .items import CaseItem
@@ -373,6 +374,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state: KernelboardState = session.config.stash[STATE]
     state.close()
     remove_staged()  # the workers are gone; their staged folders go too
+    forked.close_all()  # and the zygote they were forked from, with its pool
     recorder = state.session.recorder
     if recorder.empty:
         return

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import digest, pausing, pickles, protocol, sandbox, transport, window, wire
+from . import digest, forked, pausing, pickles, protocol, sandbox, transport, window, wire
 from .census import WARM_PROFILER_VARIABLE
 from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
@@ -197,6 +197,53 @@ class WorkerProcess:
         env[sandbox.LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
         if warm_profiler:
             env[WARM_PROFILER_VARIABLE] = "1"
+        self.process: subprocess.Popen | forked.ForkedProcess | None = None
+        if self.sandboxed and launcher is None and not host_network:
+            self.process = self._forked(env, child_end)
+        if self.process is None:
+            self._start(env, child_end)
+        child_end.close()
+        # Only now: this imports torch (seconds), which the worker's own start-up overlaps.
+        _share_through_files()
+        if self.sandboxed:
+            _shm_manager_dir()  # the manager's socket goes where the sandbox already binds
+        self.conn = Connection(parent_end.detach())
+        # The leaderboard's own modules, by name: their classes cross by name both ways.
+        self.trusted: dict[str, ModuleType] = {}
+
+    def _forked(self, env: dict[str, str], child_end: socket.socket) -> Any:
+        """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
+        own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
+        caches = cache_dirs(env)
+        exchange = [_shm_manager_home()]
+        if "torch" in sys.modules:  # as _cage: the manager may already run elsewhere
+            _share_through_files()
+            manager = _shm_manager_dir()
+            if manager is not None and not manager.is_relative_to(_shm_manager_home()):
+                exchange.append(manager)
+        zygote_env = {k: v for k, v in env.items() if k != sandbox.LIMITS_VARIABLE}
+        zygote = forked.zygote_for(caches, exchange, zygote_env)
+        if zygote is None:
+            return None
+        self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-", dir=zygote.pool))
+        self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-", dir=zygote.pool))
+        env["TMPDIR"] = str(self.outbox)
+        binds = sandbox.forked_worker_binds(
+            zygote.pool, caches, exchange, self.stage_slot, self.outbox
+        )
+        try:
+            with open(self.log_path, "wb") as log:
+                return zygote.spawn(child_end.fileno(), log.fileno(), env, self.home, binds)
+        except forked.ZygoteUnavailable as exc:
+            forked.give_up(zygote, str(exc))
+            for folder in (self.stage_slot, self.outbox):
+                shutil.rmtree(folder, ignore_errors=True)
+            self.stage_slot = self.outbox = None
+            return None
+
+    def _start(self, env: dict[str, str], child_end: socket.socket) -> None:
+        """The worker started as a process of its own (under bwrap where sandboxed)."""
+        launcher = self.launcher
         cage = self._cage(env) if self.sandboxed else []
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -216,14 +263,6 @@ class WorkerProcess:
                 pass_fds=(child_end.fileno(),),  # the only descriptor it inherits
                 start_new_session=True,  # its own process group: a kill takes its children too
             )
-        child_end.close()
-        # Only now: this imports torch (seconds), which the worker's own start-up overlaps.
-        _share_through_files()
-        if self.sandboxed:
-            _shm_manager_dir()  # the manager's socket goes where the sandbox already binds
-        self.conn = Connection(parent_end.detach())
-        # The leaderboard's own modules, by name: their classes cross by name both ways.
-        self.trusted: dict[str, ModuleType] = {}
 
     def _cage(self, env: dict[str, str]) -> list[str]:
         """The bwrap prefix; the submission is staged later into a slot bound from the start."""
@@ -588,10 +627,13 @@ class WorkerProcess:
     def kill(self) -> None:
         """Stop the worker and everything it started; safe to call twice."""
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.process.kill()
+            if isinstance(self.process, forked.ForkedProcess):
+                self.process.kill()  # PID 2 of its namespace: every process in it goes too
+            else:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    self.process.kill()
             self.process.wait()
         self.conn.close()
         self._close_windows()

@@ -480,6 +480,11 @@ class Worker:
 
 
 def main() -> None:
+    if sys.argv[1] == "--zygote":  # the judge's fork server (worker/zygote.py), not a worker
+        from pytest_kernelboard.worker import zygote
+
+        zygote.main(sys.argv[2:])
+        return
     apply_limits()  # before any participant code: hard limits it cannot raise again
     conn = Connection(int(sys.argv[1]))
     Worker(conn).serve()

@@ -119,7 +119,7 @@ def enabled() -> bool:
     return False
 
 
-def _namespace_args(host_network: bool = False) -> list[str]:
+def _namespace_args(host_network: bool = False, proc: list[str] | None = None) -> list[str]:
     # The ranks of a multi-GPU case must reach each other on loopback: they keep the host's
     # network (docs/security.md lists this as a remaining exposure).
     network = [] if host_network else ["--unshare-net"]
@@ -140,8 +140,7 @@ def _namespace_args(host_network: bool = False) -> list[str]:
         "--new-session",
         "--cap-drop",
         "ALL",
-        "--proc",
-        "/proc",
+        *(proc if proc is not None else ["--proc", "/proc"]),
         "--dev",
         "/dev",  # a minimal /dev: null, zero, random, urandom, tty, pts, shm (replaced below)
     ]
@@ -262,3 +261,66 @@ def apply_limits(mode: str | None = None) -> None:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             pass  # a lower limit is already in force
+
+
+def temporary_folders() -> list[Path]:
+    """Where the judge's temporary folders lie (the workers' homes, slots and outboxes): what
+    a forked worker covers with a tmpfs of its own (worker/isolation.py)."""
+    import tempfile
+
+    return _outermost([Path("/tmp"), Path(tempfile.gettempdir())])
+
+
+def _zygote_binds(
+    pool: Path, caches: Iterable[Path], exchange: Iterable[Path]
+) -> list[tuple[Path, bool]]:
+    """(path, read_only) of every folder the zygote's sandbox binds from the host."""
+    read_only = [(p, True) for p in _outermost([*python_paths(), package_root()])]
+    writable = [(Path(p), False) for p in (pool, *caches, *exchange)]
+    return read_only + writable
+
+
+def zygote_command(pool: Path, caches: Iterable[Path], exchange: Iterable[Path]) -> list[str]:
+    """The prefix that starts the zygote (worker/zygote.py): a worker's cage without a home or
+    a slot of its own, with the pool where the judge makes each worker's folders instead, and
+    the host's /proc bound in place of a fresh one. A forked worker mounts a /proc of its own
+    PID namespace over it, which Linux allows only where a complete /proc is already mounted
+    (bwrap's own hides parts); the zygote itself never runs participant code."""
+    caches, exchange = list(caches), list(exchange)
+    proc = ["--bind", "/proc", "/proc"]
+    args = [BWRAP, *_namespace_args(False, proc), *_system_mounts()]
+    for folder in temporary_folders():
+        args += ["--size", str(SCRATCH_BYTES), "--tmpfs", str(folder)]
+    for path, read_only in _zygote_binds(pool, caches, exchange):
+        if not read_only:
+            path.mkdir(parents=True, exist_ok=True)
+        args += ["--ro-bind" if read_only else "--bind", str(path), str(path)]
+    devices = gpu_devices()
+    for device in devices:
+        args += ["--dev-bind", device, device]
+    for path in _driver_files() if devices else []:
+        if not path.startswith("/proc/"):  # the host's /proc is bound whole
+            args += ["--ro-bind", path, path]
+    if os.path.isdir("/dev/shm"):
+        args += ["--bind", "/dev/shm", "/dev/shm"]
+    args += ["--remount-ro", "/", "--chdir", str(pool)]
+    return [*args, "--"]
+
+
+def forked_worker_binds(
+    pool: Path,
+    caches: Iterable[Path],
+    exchange: Iterable[Path],
+    slot: Path,
+    outbox: Path,
+) -> list[tuple[Path, bool]]:
+    """What a forked worker binds back over its fresh temporary folders: its own slot
+    (read-only) and outbox, and whatever of the zygote's binds lies under those folders (a
+    checkout or a virtual environment under /tmp); never the pool, where its siblings' are."""
+    covered = temporary_folders()
+    kept = [
+        (path, ro)
+        for path, ro in _zygote_binds(pool, caches, exchange)
+        if path != pool and any(path.is_relative_to(c) for c in covered)
+    ]
+    return [(slot, True), (outbox, False), *kept]

@@ -1,0 +1,225 @@
+"""The zygote: one sandboxed process per judge that imports torch once and forks the workers.
+
+A fresh worker spends about 2 s of CPU importing torch before it can take a submission (68% of
+the test command's CPU, benchmarks/test_command_cpu.py); a fork of a process that has imported
+it takes tens of milliseconds. The zygote runs under bwrap like a worker (sandbox.zygote_command)
+but never runs participant code and never initialises CUDA (a fork after that breaks CUDA in the
+child). For each worker the judge sends, over the control socket, the worker's socket and its
+log as descriptors, its environment and its folders; the zygote forks:
+
+    zygote ── relay (new user, mount, PID, network, IPC, UTS namespaces)
+                └── init, PID 1 of the new PID namespace: private folders, own /proc; reaps
+                      └── worker (PID 2): setsid, no capabilities, announces itself, serves
+
+The worker announces itself on the control socket before it closes it: the kernel stamps the
+message with the worker's PID as the judge sees it (SO_PASSCRED), which the judge uses to
+signal, pause and watch it. The relay exits with the worker's status (a signal death as
+128 + signal, as bwrap reports it), and the zygote reports that to the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import isolation
+
+MAX_MESSAGE = 1 << 20
+MAX_FDS = 4  # the worker's socket, its log; nothing else crosses
+
+
+def preload() -> None:
+    """What every worker imports before it can take a request, imported once here. Nothing
+    may initialise CUDA or start threads: the children would inherit a broken state."""
+    import torch  # noqa: F401
+    import torch.multiprocessing  # noqa: F401
+
+    import pytest_kernelboard.worker.main  # noqa: F401
+
+
+def serve(control: socket.socket) -> None:
+    """Say whether a worker can be isolated here, then fork one for each request until the
+    judge closes the control socket."""
+    control.send(json.dumps({"event": "isolation", "error": _isolation_error()}).encode())
+    preload()  # requests wait in the socket meanwhile
+    relays: dict[int, tuple[int, str]] = {}  # pidfd -> (relay pid, token)
+    while True:
+        readable, _, _ = select.select([control, *relays], [], [])
+        for ready in readable:
+            if ready is control:
+                received = _receive(control)
+                if received is None:
+                    return  # the judge is gone: its workers die with their relays
+                request, fds = received
+                pid = os.fork()
+                if pid == 0:
+                    _relay(control, request, fds)  # never returns
+                for fd in fds:
+                    os.close(fd)
+                relays[os.pidfd_open(pid)] = (pid, request["token"])
+            else:
+                pid, token = relays.pop(ready)
+                os.close(ready)
+                _, status = os.waitpid(pid, 0)
+                code = isolation.exit_code(status)
+                control.send(json.dumps({"event": "exited", "token": token, "code": code}).encode())
+
+
+def _isolation_error() -> str | None:
+    """Whether the kernel lets a forked worker isolate itself here (namespaces, mounts, /proc,
+    capabilities), tried once before torch is imported: None, or why not. The judge falls
+    back to one bwrap per worker at once rather than after a worker has failed."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        try:
+            isolation.die_with_parent()
+            isolation.unshare_namespaces()
+            init = os.fork()
+            if init == 0:
+                try:
+                    home = Path("/tmp/kb-isolation-check")
+                    isolation.private_folders([Path("/tmp")], [], home, 1 << 20)
+                    isolation.own_proc()
+                    isolation.set_hostname()
+                    isolation.drop_privileges()
+                except BaseException as exc:  # noqa: BLE001
+                    os.write(writer, str(exc).encode()[:4000])
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(init, 0)
+            if status != 0:
+                raise OSError(f"the namespace's set-up failed ({isolation.exit_code(status)})")
+        except BaseException as exc:  # noqa: BLE001 - any failure is the answer
+            os.write(writer, str(exc).encode()[:4000])
+            os._exit(1)
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        said = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if status == 0:
+        return None
+    return said or f"the isolation check exited with code {isolation.exit_code(status)}"
+
+
+def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    data, ancillary, _, _ = control.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * 4))
+    if not data:
+        return None
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(memoryview(payload).cast("i"))
+    return json.loads(data), fds
+
+
+def _relay(control: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    """In the zygote's child: new namespaces, then init below them; exit as the worker did."""
+    code = 1
+    try:
+        isolation.die_with_parent()
+        isolation.unshare_namespaces()
+        init = os.fork()
+        if init == 0:
+            _init(control, request, fds)
+        _close_all_but(())
+        _, status = os.waitpid(init, 0)
+        code = isolation.exit_code(status)
+    except BaseException as exc:  # noqa: BLE001 - reported through the exit code and the log
+        _report(fds, f"kernelboard: the worker could not be isolated: {exc}")
+    os._exit(code)
+
+
+def _init(control: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    """PID 1 of the worker's namespace: its folders and /proc, then the worker; reaps."""
+    code = 1
+    try:
+        isolation.die_with_parent()
+        folders = request["folders"]
+        isolation.private_folders(
+            [Path(p) for p in folders["covered"]],
+            [(Path(p), bool(ro)) for p, ro in folders["binds"]],
+            Path(folders["home"]),
+            int(folders["scratch_bytes"]),
+        )
+        isolation.own_proc()
+        isolation.set_hostname()
+        worker = os.fork()
+        if worker == 0:
+            _worker(control, request, fds)
+        _close_all_but((fds[1],))  # the log stays until nothing can fail here any more
+        isolation.drop_privileges()
+        os.close(fds[1])
+        while True:  # orphans of the worker's own children land here: reap them all
+            pid, status = os.wait()
+            if pid == worker:
+                code = isolation.exit_code(status)
+                break
+    except BaseException as exc:  # noqa: BLE001
+        _report(fds, f"kernelboard: the worker's namespace could not be set up: {exc}")
+    os._exit(code)
+
+
+def _worker(control: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    try:
+        isolation.die_with_parent()
+        os.setsid()  # its own process group, which the judge kills as one
+        isolation.drop_privileges()
+        conn_fd, log_fd = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(null)
+        os.close(log_fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        # The kernel stamps this with our PID as the judge sees it; then the channel is closed:
+        # participant code must never reach the zygote.
+        control.send(json.dumps({"event": "started", "token": request["token"]}).encode())
+        control.close()
+        _close_all_but((0, 1, 2, conn_fd))
+        sys.argv[1:] = [str(conn_fd)]  # as a worker started on its own sees its socket
+        from multiprocessing.connection import Connection
+
+        from pytest_kernelboard.worker.main import Worker, apply_limits
+
+        apply_limits()
+        Worker(Connection(conn_fd)).serve()
+    except BaseException as exc:  # noqa: BLE001
+        os.write(2, f"kernelboard: the forked worker failed to start: {exc!r}\n".encode())
+        os._exit(1)
+    os._exit(0)
+
+
+def _close_all_but(kept: tuple[int, ...]) -> None:
+    """Close every descriptor but `kept`. (os.closerange on an empty range closes from its
+    start upwards on some Pythons: empty ranges are skipped.)"""
+    highest = os.sysconf("SC_OPEN_MAX")
+    start = 0
+    for fd in sorted(kept):
+        if fd > start:
+            os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, highest)
+
+
+def _report(fds: list[int], message: str) -> None:
+    """A set-up failure goes to the worker's log, where the judge reads why it died."""
+    if len(fds) > 1:
+        try:
+            os.write(fds[1], (message + "\n").encode())
+        except OSError:
+            pass
+
+
+def main(argv: list[str]) -> None:
+    serve(socket.socket(fileno=int(argv[0])))
