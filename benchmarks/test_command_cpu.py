@@ -32,6 +32,8 @@ SAMPLE_EVERY_S = 0.5
 # (kind, pattern on the command line), first match wins.
 KINDS = [
     ("bwrap (the sandbox around a worker)", re.compile(r"^\S*bwrap ")),
+    # A zygote imports torch once; the workers it forks keep its command line.
+    ("zygote + forked workers", re.compile(r"pytest_kernelboard\.worker\.main --zygote")),
     ("worker (Python + torch)", re.compile(r"pytest_kernelboard\.worker\.main")),
     ("nested pytest (a judge)", re.compile(r"-m ?pytest |/pytest/__main__\.py|pytest ")),
     ("kernelboard CLI (a judge or a tool)", re.compile(r"pytest_kernelboard\.cli|kernelboard ")),

@@ -102,8 +102,10 @@ def test_leaderboard_mode_with_the_reference_timed_ties_at_every_size(pytester, 
         lines.append(
             f"  {case['id']}: speedup {case['speedup']:.3f}"
             f"{' (host-bound)' if host_bound else ''}; submission {mine['stop_reason']} "
-            f"after {mine['elapsed_s']:.2f} s, reference {theirs['stop_reason']} after "
-            f"{theirs['elapsed_s']:.2f} s"
+            f"after {mine['elapsed_s']:.2f} s ({mine['warmup_calls']} + {mine['n']} calls), "
+            f"reference {theirs['stop_reason']} after {theirs['elapsed_s']:.2f} s "
+            f"({theirs['warmup_calls']} + {theirs['n']} calls, wall {theirs.get('wall_s')})"
         )
     print(f"\nvectoradd_py, leaderboard mode, reference timed in the run: {wall_s:.1f} s wall")
+    print("  case durations (s):", [round(c["duration_s"], 2) for c in submission["cases"]])
     print("\n".join(lines))

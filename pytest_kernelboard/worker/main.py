@@ -136,8 +136,13 @@ class Worker:
             patch_triton_interpreter()  # runtime loop bounds under NumPy 2.4; a no-op if fixed
         if self.cuda:
             # Create the CUDA context now, while the judge is still starting: the first
-            # request would otherwise wait for it.
-            torch.zeros(1, device="cuda")
+            # request would otherwise wait for it. Only an early start: on a GPU that other
+            # cases fill right now it fails, and the first request, which the judge's memory
+            # budget lets through once there is room, makes it instead.
+            try:
+                torch.zeros(1, device="cuda")
+            except RuntimeError as exc:  # torch's AcceleratorError / OutOfMemoryError too
+                print(f"kernelboard: the CUDA context waits for the first request ({exc})")
         self.census = KernelCensus(torch) if self.cuda else None
         if self.census is not None and os.environ.get(WARM_PROFILER_VARIABLE):
             self.census.warm()  # the profiler's first start costs seconds: not in a census

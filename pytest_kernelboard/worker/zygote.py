@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import isolation
+from . import isolation, sandbox
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 4  # the worker's socket, its log; nothing else crosses
@@ -40,6 +40,15 @@ def preload() -> None:
     import torch.multiprocessing  # noqa: F401
 
     import pytest_kernelboard.worker.main  # noqa: F401
+
+    if not any("nvidia" in node for node in sandbox.gpu_devices()):
+        # Without a GPU the worker runs Triton through its interpreter, which Triton settles
+        # when it is imported (worker/main.py sets the same before importing it itself).
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:  # the blocking kernel (GPU) and the interpreter's patch (CPU) import it in every worker
+        import triton  # noqa: F401 - its driver starts lazily, on first use in the worker
+    except ImportError:
+        pass
 
 
 def serve(control: socket.socket) -> None:
