@@ -198,7 +198,7 @@ class WorkerProcess:
         if warm_profiler:
             env[WARM_PROFILER_VARIABLE] = "1"
         self.process: subprocess.Popen | forked.ForkedProcess | None = None
-        if self.sandboxed and launcher is None and not host_network:
+        if self.sandboxed and launcher is None:
             self.process = self._forked(env, child_end)
         if self.process is None:
             self._start(env, child_end)
@@ -222,7 +222,7 @@ class WorkerProcess:
             if manager is not None and not manager.is_relative_to(_shm_manager_home()):
                 exchange.append(manager)
         zygote_env = {k: v for k, v in env.items() if k != sandbox.LIMITS_VARIABLE}
-        zygote = forked.zygote_for(caches, exchange, zygote_env)
+        zygote = forked.zygote_for(caches, exchange, zygote_env, self.host_network)
         if zygote is None:
             return None
         self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-", dir=zygote.pool))

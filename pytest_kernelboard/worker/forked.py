@@ -48,13 +48,19 @@ class Zygote:
     """One zygote process and its control socket (SOCK_SEQPACKET: one message per send, so
     the zygote and each worker can write to it without interleaving)."""
 
-    def __init__(self, cache_dirs: list[Path], exchange: list[Path], env: dict[str, str]):
+    def __init__(
+        self,
+        cache_dirs: list[Path],
+        exchange: list[Path],
+        env: dict[str, str],
+        host_network: bool = False,
+    ):
         self.pool = Path(tempfile.mkdtemp(prefix="kb-pool-"))
-        self.caches, self.exchange = cache_dirs, exchange
+        self.caches, self.exchange, self.host_network = cache_dirs, exchange, host_network
         self.log_path = self.pool / "zygote.log"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        prefix = sandbox.zygote_command(self.pool, cache_dirs, exchange)
+        prefix = sandbox.zygote_command(self.pool, cache_dirs, exchange, host_network)
         command = [*prefix, sys.executable, "-m", "pytest_kernelboard.worker.main", "--zygote"]
         with open(self.log_path, "wb") as log:
             # bwrap's --die-with-parent fires when the thread that started it ends: the zygote
@@ -101,6 +107,7 @@ class Zygote:
         token = uuid.uuid4().hex
         request = {
             "token": token,
+            "host_network": self.host_network,
             "env": env,
             "cwd": str(cwd),
             "folders": {
@@ -258,16 +265,18 @@ _zygotes: dict[tuple[str, ...], Zygote | None] = {}
 _lock = threading.Lock()
 
 
-def zygote_for(cache_dirs: list[Path], exchange: list[Path], env: dict[str, str]) -> Zygote | None:
-    """This process's zygote for these folders, started on first use; None where zygotes are
-    off or one failed to start here (the caller starts workers the usual way)."""
+def zygote_for(
+    cache_dirs: list[Path], exchange: list[Path], env: dict[str, str], host_network: bool = False
+) -> Zygote | None:
+    """This process's zygote for these folders (and network), started on first use; None where
+    zygotes are off or one failed to start here (the caller starts workers the usual way)."""
     if not enabled():
         return None
-    key = tuple(str(p) for p in (*cache_dirs, *exchange))
+    key = (str(host_network), *(str(p) for p in (*cache_dirs, *exchange)))
     with _lock:
         if key not in _zygotes:
             try:
-                _zygotes[key] = Zygote(cache_dirs, exchange, env)
+                _zygotes[key] = Zygote(cache_dirs, exchange, env, host_network)
             except OSError as exc:
                 warn_unavailable(str(exc))
                 _zygotes[key] = None

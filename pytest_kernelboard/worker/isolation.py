@@ -45,11 +45,13 @@ def _check(result: int, what: str) -> None:
         raise IsolationError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def unshare_namespaces() -> None:
+def unshare_namespaces(host_network: bool = False) -> None:
     """New namespaces for this process (the PID one for its next child), mapping our user and
-    group to themselves: inside, we are who we were, with capabilities over the new ones."""
+    group to themselves: inside, we are who we were, with capabilities over the new ones.
+    host_network keeps the network (the ranks of a multi-GPU case meet on loopback)."""
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(NAMESPACES), "unshare")
+    flags = NAMESPACES & ~CLONE_NEWNET if host_network else NAMESPACES
+    _check(_libc.unshare(flags), "unshare")
     Path("/proc/self/setgroups").write_text("deny")
     Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
     Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")

@@ -280,15 +280,18 @@ def _zygote_binds(
     return read_only + writable
 
 
-def zygote_command(pool: Path, caches: Iterable[Path], exchange: Iterable[Path]) -> list[str]:
+def zygote_command(
+    pool: Path, caches: Iterable[Path], exchange: Iterable[Path], host_network: bool = False
+) -> list[str]:
     """The prefix that starts the zygote (worker/zygote.py): a worker's cage without a home or
     a slot of its own, with the pool where the judge makes each worker's folders instead, and
     the host's /proc bound in place of a fresh one. A forked worker mounts a /proc of its own
     PID namespace over it, which Linux allows only where a complete /proc is already mounted
-    (bwrap's own hides parts); the zygote itself never runs participant code."""
+    (bwrap's own hides parts); the zygote itself never runs participant code. host_network:
+    the zygote of multi-GPU ranks, which keep the host's network as their bwrap would."""
     caches, exchange = list(caches), list(exchange)
     proc = ["--bind", "/proc", "/proc"]
-    args = [BWRAP, *_namespace_args(False, proc), *_system_mounts()]
+    args = [BWRAP, *_namespace_args(host_network, proc), *_system_mounts()]
     for folder in temporary_folders():
         args += ["--size", str(SCRATCH_BYTES), "--tmpfs", str(folder)]
     for path, read_only in _zygote_binds(pool, caches, exchange):

@@ -19,6 +19,7 @@ signal, pause and watch it. The relay exits with the worker's status (a signal d
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -56,6 +57,9 @@ def serve(control: socket.socket) -> None:
     judge closes the control socket."""
     control.send(json.dumps({"event": "isolation", "error": _isolation_error()}).encode())
     preload()  # requests wait in the socket meanwhile
+    # What is loaded now is shared with every child until written: kept out of the collector's
+    # passes, which would otherwise touch (and so copy) every inherited object in each worker.
+    gc.freeze()
     relays: dict[int, tuple[int, str]] = {}  # pidfd -> (relay pid, token)
     while True:
         readable, _, _ = select.select([control, *relays], [], [])
@@ -134,7 +138,7 @@ def _relay(control: socket.socket, request: dict[str, Any], fds: list[int]) -> N
     code = 1
     try:
         isolation.die_with_parent()
-        isolation.unshare_namespaces()
+        isolation.unshare_namespaces(bool(request.get("host_network")))
         init = os.fork()
         if init == 0:
             _init(control, request, fds)
