@@ -163,6 +163,11 @@ class RankGroup:
                 except WorkerFailure as failure:
                     self._fail(rank, failure)
                 if "error" in reply:
+                    # A rank that died makes its peers fail in the collective: the death is
+                    # the case's failure, not the error it caused.
+                    for other, worker in enumerate(self.workers):
+                        if other != rank and not worker.alive:
+                            self._fail(other, worker._died())
                     note = self.workers[rank]._log_note()
                     self._fail(rank, failure_of(reply, reply["error"] + note))
                 replies[rank] = Reply(reply, time.perf_counter() - started)

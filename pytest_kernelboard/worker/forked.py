@@ -33,6 +33,7 @@ POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine
 SPAWN_TIMEOUT_S = 60.0  # a fork and the worker's isolation: tens of milliseconds
 KILLED = 128 + signal.SIGKILL  # what a worker reads as when its zygote is gone
+REPORT_WAIT_S = 2.0  # for the zygote's word on a worker seen gone
 _UCRED = struct.Struct("iII")  # pid, uid, gid
 
 
@@ -229,10 +230,25 @@ class ForkedProcess:
     def poll(self) -> int | None:
         if self.returncode is None:
             self.returncode = self.zygote.exit_code(self.token)
+            if self.returncode is None and self._exited():
+                # Gone already; its code follows from the zygote within milliseconds (its init
+                # and relay exit after it). Until then it reads as killed, not as alive.
+                deadline = time.monotonic() + REPORT_WAIT_S
+                while self.returncode is None and time.monotonic() < deadline:
+                    self.zygote.pump(0.01)
+                    self.returncode = self.zygote.exit_code(self.token)
+                if self.returncode is None:
+                    self.returncode = KILLED
             if self.returncode is not None and self._pidfd is not None:
                 os.close(self._pidfd)
                 self._pidfd = None
         return self.returncode
+
+    def _exited(self) -> bool:
+        """Whether the process has ended (its pidfd reads ready), before the zygote says so."""
+        if self._pidfd is None:
+            return False
+        return bool(select.select([self._pidfd], [], [], 0)[0])
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

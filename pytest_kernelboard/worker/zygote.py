@@ -61,10 +61,11 @@ def serve(control: socket.socket) -> None:
     # passes, which would otherwise touch (and so copy) every inherited object in each worker.
     gc.freeze()
     relays: dict[int, tuple[int, str]] = {}  # pidfd -> (relay pid, token)
+    events = select.poll()  # poll, not select: no limit on descriptor numbers
+    events.register(control, select.POLLIN)
     while True:
-        readable, _, _ = select.select([control, *relays], [], [])
-        for ready in readable:
-            if ready is control:
+        for ready, _ in events.poll():
+            if ready == control.fileno():
                 received = _receive(control)
                 if received is None:
                     return  # the judge is gone: its workers die with their relays
@@ -74,8 +75,11 @@ def serve(control: socket.socket) -> None:
                     _relay(control, request, fds)  # never returns
                 for fd in fds:
                     os.close(fd)
-                relays[os.pidfd_open(pid)] = (pid, request["token"])
+                pidfd = os.pidfd_open(pid)
+                relays[pidfd] = (pid, request["token"])
+                events.register(pidfd, select.POLLIN)
             else:
+                events.unregister(ready)
                 pid, token = relays.pop(ready)
                 os.close(ready)
                 _, status = os.waitpid(pid, 0)
@@ -87,6 +91,10 @@ def _isolation_error() -> str | None:
     """Whether the kernel lets a forked worker isolate itself here (namespaces, mounts, /proc,
     capabilities), tried once before torch is imported: None, or why not. The judge falls
     back to one bwrap per worker at once rather than after a worker has failed."""
+    try:  # how the zygote follows its children (Linux 5.3)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as exc:
+        return f"no pidfd_open here ({exc})"
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
