@@ -120,6 +120,19 @@ def _shm_manager_home() -> Path:
     return folder
 
 
+def _shm_manager_folders() -> list[Path]:
+    """The judge's shared-memory manager folders a sandboxed worker must reach: the home made
+    before torch, and, once torch is imported, the folder of a manager already running
+    elsewhere (no import to save then)."""
+    folders = [_shm_manager_home()]
+    if "torch" in sys.modules:
+        _share_through_files()
+        manager = _shm_manager_dir()
+        if manager is not None and not manager.is_relative_to(_shm_manager_home()):
+            folders.append(manager)
+    return folders
+
+
 @functools.cache
 def _shm_manager_dir() -> Path | None:
     """The folder of the judge's torch_shm_manager socket, which a sandboxed worker must reach
@@ -215,12 +228,7 @@ class WorkerProcess:
         """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
         own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
         caches = cache_dirs(env)
-        exchange = [_shm_manager_home()]
-        if "torch" in sys.modules:  # as _cage: the manager may already run elsewhere
-            _share_through_files()
-            manager = _shm_manager_dir()
-            if manager is not None and not manager.is_relative_to(_shm_manager_home()):
-                exchange.append(manager)
+        exchange = _shm_manager_folders()
         zygote_env = {k: v for k, v in env.items() if k != sandbox.LIMITS_VARIABLE}
         zygote = forked.zygote_for(caches, exchange, zygote_env, self.host_network)
         if zygote is None:
@@ -272,12 +280,7 @@ class WorkerProcess:
         env["TMPDIR"] = str(self.outbox)
         caches = cache_dirs(env)
         # The judge's shm manager socket: in a folder made now, filled once torch starts it.
-        exchange = [self.outbox, _shm_manager_home()]
-        if "torch" in sys.modules:  # no import to save: the manager may already run elsewhere
-            _share_through_files()
-            manager = _shm_manager_dir()
-            if manager is not None and not manager.is_relative_to(_shm_manager_home()):
-                exchange.append(manager)
+        exchange = [self.outbox, *_shm_manager_folders()]
         tools = []
         if self.launcher is not None:
             tools.append(self.launcher.tool_dir)
