@@ -242,7 +242,13 @@ def record_progress(mode: str, wall: float, doc: dict) -> None:
         for c in evaluation["cases"]
         if c["kind"] == "benchmark"
     }
-    keep = ("n", "warmup_calls", "stop_reason", "elapsed_s", "wall_s", "rank_us")
+    # What says why a small case read high: which calls were blocked, host-bound or copied,
+    # the clocks around the timing, the samples' spread.
+    keep = (
+        "n", "warmup_calls", "stop_reason", "elapsed_s", "wall_s", "rank_us", "min_us",
+        "max_us", "rank_ci95_us", "blocked_calls", "blocking_off", "host_bound_calls",
+        "host_copied_calls", "event_overhead_us", "preroll_us", "clocks_before", "clocks_after",
+    )  # fmt: skip
     cases = {  # where each evaluation's time went, case by case
         e["submission"]["author"]: [
             {"status": c.get("status"), **{k: (c.get("timing") or {}).get(k) for k in keep}}
