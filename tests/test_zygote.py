@@ -191,3 +191,18 @@ def test_a_zygote_that_cannot_fork_is_given_up_and_workers_start_as_before(forki
     assert worker.ping()["pid"] > 0
     assert None in forked._zygotes.values()  # that zygote is not asked again
     forked.close_all()  # later tests in this process get a zygote again
+
+
+def test_a_process_forked_from_a_judge_does_not_share_its_zygote(forking):
+    forking().ping()  # this process has a zygote now
+    assert any(z is not None for z in forked._zygotes.values())
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child says how many zygotes it believes it has
+        os.write(writer, str(len(forked._zygotes)).encode())
+        os._exit(0)
+    os.close(writer)
+    seen = os.read(reader, 16)
+    os.waitpid(pid, 0)
+    os.close(reader)
+    assert seen == b"0"

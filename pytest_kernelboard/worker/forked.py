@@ -316,6 +316,17 @@ def warn_unavailable(reason: str) -> None:
     )
 
 
+def _forget_in_child() -> None:
+    """A process forked from a judge starts without its zygotes: their control sockets are
+    the parent's conversation, and their exit would end the parent's workers."""
+    global _lock
+    _zygotes.clear()
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 @atexit.register
 def close_all() -> None:
     """Stop this process's zygotes and remove their pools (a pytest session's end; exit)."""
