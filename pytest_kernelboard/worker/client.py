@@ -236,12 +236,11 @@ class WorkerProcess:
         self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-", dir=zygote.pool))
         self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-", dir=zygote.pool))
         env["TMPDIR"] = str(self.outbox)
-        binds = sandbox.forked_worker_binds(
-            zygote.pool, caches, exchange, self.stage_slot, self.outbox
-        )
         try:
             with open(self.log_path, "wb") as log:
-                return zygote.spawn(child_end.fileno(), log.fileno(), env, self.home, binds)
+                return zygote.spawn(
+                    child_end.fileno(), log.fileno(), env, self.home, self.stage_slot, self.outbox
+                )
         except forked.ZygoteUnavailable as exc:
             forked.give_up(zygote, str(exc))
             for folder in (self.stage_slot, self.outbox):

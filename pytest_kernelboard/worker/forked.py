@@ -94,12 +94,13 @@ class Zygote:
         log_fd: int,
         env: dict[str, str],
         cwd: Path,
-        binds: list[tuple[Path, bool]],
+        slot: Path,
+        outbox: Path,
     ) -> ForkedProcess:
         """A worker forked with the socket `conn_fd` to the judge and `log_fd` as its output,
-        in its own namespaces, with `binds` (path, read_only) as its only host folders under
-        the temporary ones and a tmpfs home at `cwd`. Returns at once: the zygote forks it
-        once its own imports are done, which overlap the judge's."""
+        in its own namespaces, with a tmpfs home at `cwd`, its `slot` (read-only) and `outbox`
+        (both made in the pool) as its only folders of the pool. Returns at once: the zygote
+        forks it once its own imports are done, which overlap the judge's."""
         self._wait(lambda: self._checked, START_TIMEOUT_S, "start")
         if self._isolation_error is not None:
             raise ZygoteUnavailable(
@@ -111,12 +112,13 @@ class Zygote:
             "host_network": self.host_network,
             "env": env,
             "cwd": str(cwd),
-            "folders": {
-                "covered": [str(p) for p in sandbox.temporary_folders()],
-                "binds": [(str(p), ro) for p, ro in binds],
-                "home": str(cwd),
-                "scratch_bytes": sandbox.SCRATCH_BYTES,
-            },
+            "covered": [str(p) for p in sandbox.temporary_folders()],
+            "binds": [
+                (str(p), ro)
+                for p, ro in sandbox.forked_worker_binds(
+                    self.pool, self.caches, self.exchange, slot, outbox
+                )
+            ],
         }
         fds = array.array("i", [conn_fd, log_fd])
         with self._sending:

@@ -100,6 +100,16 @@ def set_hostname() -> None:
     _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
 
 
+def set_up_namespace(
+    covered: Iterable[Path], binds: Iterable[tuple[Path, bool]], home: Path, scratch_bytes: int
+) -> None:
+    """What PID 1 of a worker's namespace makes before the worker starts: its folders (see
+    private_folders), its own /proc and its hostname."""
+    private_folders(covered, binds, home, scratch_bytes)
+    own_proc()
+    set_hostname()
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 

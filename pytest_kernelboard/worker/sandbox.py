@@ -193,6 +193,22 @@ def _outermost(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
+def _device_mounts(proc_bound: bool = False) -> list[str]:
+    """The GPU's device nodes and the driver's entries where there is a GPU, and /dev/shm
+    (tensors cross through its files, torch's file_system strategy: the judge's own).
+    proc_bound: the host's /proc is bound whole already (the zygote's cage)."""
+    args: list[str] = []
+    devices = gpu_devices()
+    for device in devices:
+        args += ["--dev-bind", device, device]
+    for path in _driver_files() if devices else []:
+        if not (proc_bound and path.startswith("/proc/")):
+            args += ["--ro-bind", path, path]
+    if os.path.isdir("/dev/shm"):
+        args += ["--bind", "/dev/shm", "/dev/shm"]
+    return args
+
+
 def bwrap_command(
     home: Path,
     stage: Path,
@@ -217,14 +233,7 @@ def bwrap_command(
     read_only = [*python_paths(), package_root(), *tools]
     for path in _outermost(read_only):
         args += ["--ro-bind", str(path), str(path)]
-    devices = gpu_devices()
-    for device in devices:
-        args += ["--dev-bind", device, device]
-    for path in _driver_files() if devices else []:
-        args += ["--ro-bind", path, path]
-    # Tensors cross through /dev/shm files (torch's file_system strategy): the judge's own.
-    if os.path.isdir("/dev/shm"):
-        args += ["--bind", "/dev/shm", "/dev/shm"]
+    args += _device_mounts()
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", str(home)]
     args += ["--ro-bind", str(stage), str(stage)]
     for cache in caches:
@@ -298,14 +307,7 @@ def zygote_command(
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
         args += ["--ro-bind" if read_only else "--bind", str(path), str(path)]
-    devices = gpu_devices()
-    for device in devices:
-        args += ["--dev-bind", device, device]
-    for path in _driver_files() if devices else []:
-        if not path.startswith("/proc/"):  # the host's /proc is bound whole
-            args += ["--ro-bind", path, path]
-    if os.path.isdir("/dev/shm"):
-        args += ["--bind", "/dev/shm", "/dev/shm"]
+    args += _device_mounts(proc_bound=True)
     args += ["--remount-ro", "/", "--chdir", str(pool)]
     return [*args, "--"]
 

@@ -300,10 +300,9 @@ def region(window: Window, offset: int, nbytes: int) -> Any:
     H100: vectoradd's 8192² case at 226 ms a call)."""
     import torch
 
-    if nbytes == 0 or not window.bytes.is_cuda:
-        if nbytes == 0:
-            return window.bytes[offset:offset]
-        # A host stand-in (tests): numpy slices keep their own extent as the storage's.
+    if nbytes == 0:
+        return window.bytes[offset:offset]
+    if not window.bytes.is_cuda:  # a host stand-in (tests): a numpy slice keeps its own extent
         return torch.from_numpy(window.bytes.numpy()[offset : offset + nbytes])
     return torch.as_tensor(
         _DeviceBytes(window.address + offset, nbytes), device=window.bytes.device

@@ -106,9 +106,7 @@ def _isolation_error() -> str | None:
             if init == 0:
                 try:
                     home = Path("/tmp/kb-isolation-check")
-                    isolation.private_folders([Path("/tmp")], [], home, 1 << 20)
-                    isolation.own_proc()
-                    isolation.set_hostname()
+                    isolation.set_up_namespace([Path("/tmp")], [], home, 1 << 20)
                     isolation.drop_privileges()
                 except BaseException as exc:  # noqa: BLE001
                     os.write(writer, str(exc).encode()[:4000])
@@ -163,15 +161,12 @@ def _init(control: socket.socket, request: dict[str, Any], fds: list[int]) -> No
     code = 1
     try:
         isolation.die_with_parent()
-        folders = request["folders"]
-        isolation.private_folders(
-            [Path(p) for p in folders["covered"]],
-            [(Path(p), bool(ro)) for p, ro in folders["binds"]],
-            Path(folders["home"]),
-            int(folders["scratch_bytes"]),
+        isolation.set_up_namespace(
+            [Path(p) for p in request["covered"]],
+            [(Path(p), bool(ro)) for p, ro in request["binds"]],
+            Path(request["cwd"]),  # its home, a tmpfs of its own
+            sandbox.SCRATCH_BYTES,
         )
-        isolation.own_proc()
-        isolation.set_hostname()
         worker = os.fork()
         if worker == 0:
             _worker(control, request, fds)
