@@ -13,6 +13,7 @@ from pytest_kernelboard.judge.kernels import (
     own_kernel_names,
     top_kernels,
 )
+from pytest_kernelboard.spec.cases import UNSEEN_CALL_INDEX, Case
 from pytest_kernelboard.worker.census import KernelCensus, drop_sentinels
 
 LIBRARY = [
@@ -166,3 +167,11 @@ def test_sentinels_are_dropped_by_count_and_copies_are_not_kernels():
     ]
     assert drop_sentinels(launched, 1) == [("mine", 3.0), ("at::cuda::spin_kernel(long)", 4.0)]
     assert drop_sentinels(launched, 5) == [("mine", 3.0)]
+
+
+def test_the_census_input_is_one_no_check_or_timed_call_is_given():
+    # A candidate caching by input hash answers a repeated input without launching anything.
+    case = Case(kind="benchmark", index=0, spec={"size": 8, "seed": 7})
+    given = {case.call_seed(i) for i in range(20_000)}
+    assert case.call_seed(UNSEEN_CALL_INDEX) not in given
+    assert case.arguments(UNSEEN_CALL_INDEX)["seed"] == case.call_seed(UNSEEN_CALL_INDEX)

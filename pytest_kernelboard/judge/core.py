@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..spec.cases import Case
+from ..spec.cases import UNSEEN_CALL_INDEX, Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
@@ -527,7 +527,7 @@ class SubmissionJudge:
         if not self.use_cuda:
             return None
         try:
-            pristine = self.generate_or_not_run(case, 1)
+            pristine = self.generate_or_not_run(case, UNSEEN_CALL_INDEX)
             worker = self.worker()
             sent = worker.private_copy(pristine)
             self.settle()

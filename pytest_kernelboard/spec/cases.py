@@ -52,6 +52,11 @@ class Case:
         return args
 
 
+# The index of an input no correctness check or timed call is given (timed calls count up
+# from 1): a census of a call's kernels on it cannot be answered from a candidate's cache.
+UNSEEN_CALL_INDEX = -1
+
+
 def derive_seed(seed: int, call_index: int) -> int:
     """Seed of the call_index-th input of a case: reproducible, distinct per call."""
     if call_index == 0:
