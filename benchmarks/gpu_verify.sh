@@ -24,6 +24,8 @@
 # hostbound  tests/test_gpumode_vectoradd_gpu.py -s: the GPU MODE-shaped vectoradd_py in
 #            leaderboard mode (wall time and each timing's stop), then the bundled vectoradd,
 #            grayscale and histogram in leaderboard mode, each timed
+# hostprof   cProfile of the GPU MODE-shaped vectoradd_py fixture in leaderboard mode with the
+#            reference timed in the run: where its wall time goes, and each timing's wall
 # batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
 #            (BATCH_RUNS times, default 1)
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
@@ -136,6 +138,27 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
                 -p no:cacheprovider --kb-mode leaderboard --kb-remeasure-reference \
                 --kb-results "$OUT/hostbound-$board.json"
         done
+        ;;
+    hostprof)
+        scratch=$(mktemp -d)
+        cp -r tests/fixtures/gpumode_vectoradd/. "$scratch"
+        printf '[pytest]\naddopts = -p no:cacheprovider\n' >"$scratch/pytest.ini"
+        pushd "$scratch" >/dev/null || exit 1
+        label=vectoradd_py run_stage hostprof 200 python -m cProfile -o "$OUT/hostprof.prof" \
+            -m pytest -q --kb-mode leaderboard --kb-remeasure-reference \
+            --kb-results "$OUT/hostprof.json" submissions/vectoradd_py/gm/submission.py
+        popd >/dev/null || exit 1
+        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
+s.sort_stats('cumulative').print_stats('pytest_kernelboard', 45)
+s.sort_stats('tottime').print_stats(20)" "$OUT/hostprof.prof" >>"$OUT/hostprof.log" 2>&1
+        python -c "import json, sys
+for e in json.load(open(sys.argv[1]))['evaluations']:
+    for c in e['cases']:
+        for key in ('timing', 'reference_timing'):
+            t = c.get(key) or {}
+            print(c['id'], key, 'n', t.get('n'), 'us', t.get('rank_us'), t.get('flags'),
+                  t.get('wall_s'))" \
+            "$OUT/hostprof.json" 2>&1 | tee -a "$OUT/hostprof.log"
         ;;
     batch)
         run_stage batch "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \
