@@ -56,6 +56,12 @@ run_stage() {  # name, limit in seconds, command...
         $((SECONDS - started)) "$last")")
 }
 
+print_profile() {  # a cProfile file, the log it goes to, how many of our own functions to list
+    python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
+s.sort_stats('cumulative').print_stats('pytest_kernelboard', int(sys.argv[2]))
+s.sort_stats('tottime').print_stats(20)" "$1" "$3" >>"$2" 2>&1
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
     --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -90,17 +96,13 @@ for stage in $stages; do
     startup)
         run_stage startup 120 python -m cProfile -o "$OUT/test_mode.prof" -m pytest \
             submissions/vectoradd/example/submission.py -q -p no:cacheprovider --kb-mode test
-        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
-s.sort_stats('cumulative').print_stats('pytest_kernelboard', 40)
-s.sort_stats('tottime').print_stats(15)" "$OUT/test_mode.prof" >>"$OUT/startup.log" 2>&1
+        print_profile "$OUT/test_mode.prof" "$OUT/startup.log" 40
         ;;
     roundtrip)
         run_stage roundtrip 200 python -m cProfile -o "$OUT/roundtrip.prof" -m pytest \
             submissions/vectoradd/example/submission.py -q -p no:cacheprovider \
             --kb-mode benchmark -k "benchmark and 8192" --kb-results "$OUT/roundtrip.json"
-        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
-s.sort_stats('cumulative').print_stats('pytest_kernelboard', 50)
-s.sort_stats('tottime').print_stats(25)" "$OUT/roundtrip.prof" >>"$OUT/roundtrip.log" 2>&1
+        print_profile "$OUT/roundtrip.prof" "$OUT/roundtrip.log" 50
         python -c "import json, sys
 for e in json.load(open(sys.argv[1]))['evaluations']:
     for c in e['cases']:
@@ -148,9 +150,7 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
             -m pytest -q --kb-mode leaderboard --kb-remeasure-reference \
             --kb-results "$OUT/hostprof.json" submissions/vectoradd_py/gm/submission.py
         popd >/dev/null || exit 1
-        python -c "import pstats, sys; s = pstats.Stats(sys.argv[1])
-s.sort_stats('cumulative').print_stats('pytest_kernelboard', 45)
-s.sort_stats('tottime').print_stats(20)" "$OUT/hostprof.prof" >>"$OUT/hostprof.log" 2>&1
+        print_profile "$OUT/hostprof.prof" "$OUT/hostprof.log" 45
         python -c "import json, sys
 for e in json.load(open(sys.argv[1]))['evaluations']:
     for c in e['cases']:
