@@ -325,12 +325,15 @@ class SubmissionNode(pytest.Collector):
 class LeaderboardFile(pytest.File):
     """task.yml under leaderboards/: the leaderboard checks itself."""
 
+    task: TaskSpec | None = None  # once collected, where task.yml loads
+
     def collect(self):
         try:
             task = load_task(self.path)
         except TaskError as exc:
             yield failing_item(self, "task", str(exc))
             return
+        self.task = task  # workers_needed reads which leaderboard its items check
         yield from LeaderboardSelfCheck(self, task, self.config.stash[STATE].session).items()
 
 
@@ -359,7 +362,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def workers_needed(items: list[pytest.Item], mode: str) -> int:
     """The workers the selected items take at least: one per submission judged, per template
     or solution a self-check runs, and, where cases are timed, per leaderboard's reference.
-    (Under xdist every process sees all items: an estimate too high keeps today's spare.)"""
+    (Under xdist every process sees all items: an estimate too high keeps today's spare.)
+    An eval.py-driven leaderboard's items take none: its own eval.py runs them, in processes
+    of its own, so a spare started for them would be a Python and torch start-up for nothing."""
+    evalpy: dict[int, bool] = {}
+
+    def pooled(item: pytest.Item) -> bool:
+        task = getattr(item.parent, "task", None)
+        if task is None:
+            return True
+        if id(task) not in evalpy:
+            evalpy[id(task)] = is_evalpy_task(task)
+        return not evalpy[id(task)]
+
+    items = [item for item in items if pooled(item)]
     judged = [item.parent for item in items if isinstance(item.parent, SubmissionNode)]
     references = {node.task.name for node in judged} if mode != "test" else set()
     selfchecks = [
