@@ -12,6 +12,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,6 +23,7 @@ from pytest_kernelboard.judge.evalpy import (
     parse_report,
     timing_record,
 )
+from pytest_kernelboard.plugin import workers_needed
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.worker import sandbox
@@ -38,6 +40,29 @@ def test_only_folders_outside_the_standard_contract_are_eval_py_driven():
     assert load_task(standard).config == {"main": "eval.py"}
     assert not is_evalpy_task(load_task(standard))
     assert not is_evalpy_task(load_task(FIXTURES / "shapes/leaderboards/refclass/task.yml"))
+
+
+class _SelfCheckItem:
+    """What workers_needed reads of a self-check item: its name, marker and leaderboard."""
+
+    def __init__(self, task: object, name: str) -> None:
+        self.parent = SimpleNamespace(task=task)
+        self.name = name
+
+    def get_closest_marker(self, name: str) -> bool | None:
+        return name == "selfcheck" or None
+
+
+def test_an_eval_py_leaderboards_items_start_no_spare_worker():
+    """eval.py runs them in processes of its own: the run's pool starts no worker for them (a
+    Python and torch start-up for nothing), while a standard leaderboard's items still count."""
+    standard = load_task(FIXTURES / "core" / "leaderboards" / "addone" / "task.yml")
+    items = [
+        _SelfCheckItem(task, f"solution[{verdict}/submission.py]")
+        for task in (load_task(TASK_YML), standard)
+        for verdict in ("correct", "wrong")
+    ]
+    assert workers_needed(items, "test") == 2  # type: ignore[arg-type]
 
 
 def test_runner_protocol_formats():
@@ -84,8 +109,33 @@ def test_eval_py_judges_submissions_and_solutions(pytester: pytest.Pytester):
     assert [c["status"] for c in by_author["bob"]["cases"]] == ["failed"] * 4
 
 
+# The runner protocol's bare minimum: no torch import to wait out, so the hang starts at once and
+# the test waits a short timeout instead of the seconds a sandboxed torch import takes under load.
+BARE_TASK_YML = """files:
+  - {"name": "submission.py", "source": "@SUBMISSION@"}
+  - {"name": "eval.py", "source": "eval.py"}
+lang: "py"
+description: "eval.py imports the submission and calls it."
+config:
+  main: "eval.py"
+tests:
+  - {"rows": 2, "cols": 2, "seed": 1, "transposed": false}
+"""
+BARE_EVAL_PY = """import os
+out = os.fdopen(int(os.environ["POPCORN_FD"]), "w")
+print("test-count: 1", file=out, flush=True)
+from submission import custom_kernel
+custom_kernel(None, None)
+"""
+HANG_TIMEOUT_S = 5.0  # a bare Python's start in the sandbox, many times over
+
+
 def test_a_hanging_eval_py_is_killed_with_its_children(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_TEST_SECRET_TOKEN", "do-not-leak")
+    task = tmp_path / "bare"
+    task.mkdir()
+    (task / "task.yml").write_text(BARE_TASK_YML)
+    (task / "eval.py").write_text(BARE_EVAL_PY)
     # The child is found by its command line: inside the sandbox its pid is not the host's.
     nap = f"60.{secrets.randbelow(10**6):06d}"
     submission = tmp_path / "submission.py"
@@ -96,10 +146,12 @@ def test_a_hanging_eval_py_is_killed_with_its_children(tmp_path, monkeypatch):
         "    print('SEEN', json.dumps(sorted(os.environ)), flush=True)\n"
         "    time.sleep(60)\n"
     )
-    runner = EvalPyRunner(load_task(TASK_YML), submission)
+    runner = EvalPyRunner(load_task(task / "task.yml"), submission)
     started = time.perf_counter()
-    run = runner.run("test", [{"rows": 2, "cols": 2, "seed": 1, "transposed": False}], 15.0)
-    assert run.timed_out and time.perf_counter() - started < 30
+    run = runner.run(
+        "test", [{"rows": 2, "cols": 2, "seed": 1, "transposed": False}], HANG_TIMEOUT_S
+    )
+    assert run.timed_out and time.perf_counter() - started < HANG_TIMEOUT_S + 15
     assert run.outcome(TEST, 0, use_cuda=False).status == "timeout"
     (seen,) = [
         json.loads(line[5:]) for line in run.log_tail.splitlines() if line.startswith("SEEN ")

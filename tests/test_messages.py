@@ -29,9 +29,9 @@ def run(pytester: pytest.Pytester, *args: str) -> str:
 
 def test_a_timeout_names_the_limit_that_applied_and_how_to_change_it(pytester, repo):
     (repo / SUBMISSION).write_text(HANGS)
-    out = run(pytester, SUBMISSION, "--kb-timeout", "3")
+    out = run(pytester, SUBMISSION, "--kb-timeout", "2")
     assert (
-        "timed out after 3 s (the limit that applied: --kb-timeout 3; without it, test_timeout "
+        "timed out after 2 s (the limit that applied: --kb-timeout 2; without it, test_timeout "
         "in task.yml allows 20 s)" in out
     )
     # The case after it is not run, and says which case timed out; it is no second failure.
@@ -46,11 +46,11 @@ def test_a_timeout_names_the_limit_that_applied_and_how_to_change_it(pytester, r
 
 def test_without_an_override_the_timeout_names_task_yml(pytester, repo):
     task = repo / "leaderboards/addone/task.yml"
-    task.write_text(task.read_text().replace("test_timeout: 20", "test_timeout: 3"))
+    task.write_text(task.read_text().replace("test_timeout: 20", "test_timeout: 2"))
     (repo / SUBMISSION).write_text(HANGS)
     out = run(pytester, SUBMISSION)
     assert (
-        "timed out after 3 s (the limit that applied: test_timeout: 3 in task.yml; change it "
+        "timed out after 2 s (the limit that applied: test_timeout: 2 in task.yml; change it "
         "with --kb-timeout SECONDS)" in out
     )
 
