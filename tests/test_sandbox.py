@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import SANDBOX_INSTALL, missing_system_tool
 
 from pytest_kernelboard.judge.core import SubmissionJudge
-from pytest_kernelboard.judge.outside_clock import overclaimed, unaccounted
+from pytest_kernelboard.judge.outside_clock import overclaimed, round_trip_us, unaccounted
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.spec.cases import TEST, Case
@@ -90,6 +91,16 @@ def test_tensors_survive_the_data_only_unpickler():
     sent = (torch.arange(5, dtype=torch.float16), {"n": torch.tensor(3)}, torch.float32)
     back = wire.loads(bytes(ForkingPickler.dumps(sent)))
     assert torch.equal(back[0], sent[0]) and back[1]["n"].item() == 3 and back[2] is torch.float32
+
+
+def test_the_round_trip_taken_off_cpu_times_is_the_least_one_measured():
+    # Measured while the host was busy, most empty requests took long; the least is what every
+    # request costs at minimum, so no timed call loses more than its own round trip.
+    measured = iter([1300.0, 1250.0, 90.0, 1400.0])
+    worker = types.SimpleNamespace(
+        request=lambda op, timeout: types.SimpleNamespace(outside_us=next(measured))
+    )
+    assert round_trip_us(worker, n=4) == 90.0
 
 
 def test_the_gpu_cross_check_catches_reports_the_judge_did_not_see():
