@@ -215,6 +215,23 @@ def test_a_time_that_cannot_be_the_calls_is_implausible_timing_whatever_its_mess
     )
 
 
+def test_a_case_says_when_its_time_was_the_hosts():
+    from pytest_kernelboard.batch.records import case_feedback
+    from pytest_kernelboard.judge.core import CaseOutcome
+    from pytest_kernelboard.spec.cases import BENCHMARK, Case
+
+    case = Case(BENCHMARK, 0, {"size": 8, "seed": 1})
+
+    def feedback(timing: dict) -> bool | None:
+        timing = {"n": 10, "rank_us": 200.0, "stop_reason": "noise_bound", **timing}
+        return case_feedback(case, CaseOutcome("passed", timing=timing)).host_bound
+
+    assert feedback({"clock": "cuda_event", "host_bound_calls": 8}) is True
+    assert feedback({"clock": "cuda_event", "host_bound_calls": 2}) is False
+    assert feedback({"clock": "host"}) is None  # on a CPU every time is the host's
+    assert case_feedback(case, CaseOutcome("failed")).host_bound is None
+
+
 def test_a_finished_batch_leaves_no_spare_worker_starting(core_repo):
     """A spare is a Python and torch start-up (seconds of CPU): once the stream of candidates
     ends, none is kept starting for a candidate that will not come."""

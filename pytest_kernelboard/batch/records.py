@@ -77,6 +77,9 @@ class CaseFeedback(Record):
     reference_us: float | None = None
     speedup: float | None = None
     stop_reason: str | None = None
+    # On a GPU: most timed calls were charged their host time (launches, Python), not their
+    # device time. Such a time moves with the process far more than its interval shows.
+    host_bound: bool | None = None
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
@@ -126,9 +129,18 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         reference_us=rank_us(reference) if reference else None,
         speedup=outcome.speedup,
         stop_reason=(timing or {}).get("stop_reason"),
+        host_bound=host_bound(timing),
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
     )
+
+
+def host_bound(timing: Mapping[str, Any] | None) -> bool | None:
+    """Whether most of a GPU timing's calls took their host time as their sample (null for a
+    host clock, where every time is the host's, and for an untimed case)."""
+    if not timing or timing.get("clock") != "cuda_event":
+        return None
+    return 2 * int(timing.get("host_bound_calls") or 0) > int(timing["n"])
 
 
 def error_kind(outcome: CaseOutcome) -> ErrorKindName | None:
