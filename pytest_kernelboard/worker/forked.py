@@ -57,11 +57,17 @@ class Zygote:
         host_network: bool = False,
     ):
         self.pool = Path(tempfile.mkdtemp(prefix="kb-pool-"))
-        self.caches, self.exchange, self.host_network = cache_dirs, exchange, host_network
+        self.host_network = host_network
         self.log_path = self.pool / "zygote.log"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        prefix = sandbox.zygote_command(self.pool, cache_dirs, exchange, host_network)
+        binds = sandbox.zygote_binds(self.pool, cache_dirs, exchange)
+        # What each worker covers, and binds back besides its own folders: the same for all.
+        self._covered = [str(p) for p in sandbox.temporary_folders()]
+        self._shared_binds = [
+            (str(p), ro) for p, ro in sandbox.binds_under_covers(binds, self.pool)
+        ]
+        prefix = sandbox.zygote_command(self.pool, binds, host_network)
         command = [*prefix, sys.executable, "-m", "pytest_kernelboard.worker.main", "--zygote"]
         with open(self.log_path, "wb") as log:
             # bwrap's --die-with-parent fires when the thread that started it ends: the zygote
@@ -112,13 +118,8 @@ class Zygote:
             "host_network": self.host_network,
             "env": env,
             "cwd": str(cwd),
-            "covered": [str(p) for p in sandbox.temporary_folders()],
-            "binds": [
-                (str(p), ro)
-                for p, ro in sandbox.forked_worker_binds(
-                    self.pool, self.caches, self.exchange, slot, outbox
-                )
-            ],
+            "covered": self._covered,
+            "binds": [(str(slot), True), (str(outbox), False), *self._shared_binds],
         }
         fds = array.array("i", [conn_fd, log_fd])
         with self._sending:

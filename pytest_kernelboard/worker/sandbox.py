@@ -280,7 +280,7 @@ def temporary_folders() -> list[Path]:
     return _outermost([Path("/tmp"), Path(tempfile.gettempdir())])
 
 
-def _zygote_binds(
+def zygote_binds(
     pool: Path, caches: Iterable[Path], exchange: Iterable[Path]
 ) -> list[tuple[Path, bool]]:
     """(path, read_only) of every folder the zygote's sandbox binds from the host."""
@@ -290,20 +290,20 @@ def _zygote_binds(
 
 
 def zygote_command(
-    pool: Path, caches: Iterable[Path], exchange: Iterable[Path], host_network: bool = False
+    pool: Path, binds: Iterable[tuple[Path, bool]], host_network: bool = False
 ) -> list[str]:
     """The prefix that starts the zygote (worker/zygote.py): a worker's cage without a home or
-    a slot of its own, with the pool where the judge makes each worker's folders instead, and
-    the host's /proc bound in place of a fresh one. A forked worker mounts a /proc of its own
-    PID namespace over it, which Linux allows only where a complete /proc is already mounted
-    (bwrap's own hides parts); the zygote itself never runs participant code. host_network:
-    the zygote of multi-GPU ranks, which keep the host's network as their bwrap would."""
-    caches, exchange = list(caches), list(exchange)
+    a slot of its own, with the pool where the judge makes each worker's folders instead
+    (`binds`: zygote_binds), and the host's /proc bound in place of a fresh one. A forked
+    worker mounts a /proc of its own PID namespace over it, which Linux allows only where a
+    complete /proc is already mounted (bwrap's own hides parts); the zygote itself never runs
+    participant code. host_network: the zygote of multi-GPU ranks, which keep the host's
+    network as their bwrap would."""
     proc = ["--bind", "/proc", "/proc"]
     args = [BWRAP, *_namespace_args(host_network, proc), *_system_mounts()]
     for folder in temporary_folders():
         args += ["--size", str(SCRATCH_BYTES), "--tmpfs", str(folder)]
-    for path, read_only in _zygote_binds(pool, caches, exchange):
+    for path, read_only in binds:
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
         args += ["--ro-bind" if read_only else "--bind", str(path), str(path)]
@@ -312,20 +312,15 @@ def zygote_command(
     return [*args, "--"]
 
 
-def forked_worker_binds(
-    pool: Path,
-    caches: Iterable[Path],
-    exchange: Iterable[Path],
-    slot: Path,
-    outbox: Path,
+def binds_under_covers(
+    zygote_binds: Iterable[tuple[Path, bool]], pool: Path
 ) -> list[tuple[Path, bool]]:
-    """What a forked worker binds back over its fresh temporary folders: its own slot
-    (read-only) and outbox, and whatever of the zygote's binds lies under those folders (a
-    checkout or a virtual environment under /tmp); never the pool, where its siblings' are."""
+    """What every forked worker binds back over its fresh temporary folders besides its own
+    slot and outbox: whatever of the zygote's binds lies under those folders (a checkout or a
+    virtual environment under /tmp); never the pool, where its siblings' folders are."""
     covered = temporary_folders()
-    kept = [
+    return [
         (path, ro)
-        for path, ro in _zygote_binds(pool, caches, exchange)
+        for path, ro in zygote_binds
         if path != pool and any(path.is_relative_to(c) for c in covered)
     ]
-    return [(slot, True), (outbox, False), *kept]
