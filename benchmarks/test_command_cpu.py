@@ -35,13 +35,16 @@ KINDS = [
     # A zygote imports torch once; the workers it forks keep its command line.
     ("zygote + forked workers", re.compile(r"pytest_kernelboard\.worker\.main --zygote")),
     ("worker (Python + torch)", re.compile(r"pytest_kernelboard\.worker\.main")),
+    # The tests fork their nested judges from a server that has imported torch
+    # (tests/forked_pytest.py); the children keep its command line.
+    ("nested pytest, forked (a judge)", re.compile(r"forked_pytest\.py")),
     ("nested pytest (a judge)", re.compile(r"-m ?pytest |/pytest/__main__\.py|pytest ")),
     ("kernelboard CLI (a judge or a tool)", re.compile(r"pytest_kernelboard\.cli|kernelboard ")),
     ("xdist process", re.compile(r"exec\(eval\(")),
     ("Ray", re.compile(r"\bray\b|raylet|gcs_server")),
     ("GPU MODE eval.py", re.compile(r"eval\.py")),
     ("torch_shm_manager", re.compile(r"torch_shm_manager")),
-    ("compiler", re.compile(r"\b(cc1plus|cc1|gcc|g\+\+|nvcc|ld|as)\b")),
+    ("compiler", re.compile(r"\b(cc1plus|cc1|gcc|g\+\+|nvcc|cicc|cudafe\+\+|ptxas|ld|as)\b")),
     ("browser", re.compile(r"chrom")),
 ]
 

@@ -1,7 +1,9 @@
+import functools
 import os
 from pathlib import Path
 from typing import NoReturn
 
+import forked_pytest
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -13,6 +15,14 @@ SANDBOX_INSTALL = "apt-get install bubblewrap"
 # Fixture leaderboards and submissions are inputs of the tests, not tests themselves.
 collect_ignore = ["fixtures"]
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytester whose nested `pytest` runs fork from a process that has imported torch
+    (tests/forked_pytest.py): each is still a judge process of its own, without the import."""
+    pytester.popen = functools.partial(forked_pytest.popen, pytester.popen)
+    return pytester
 
 
 @pytest.fixture
