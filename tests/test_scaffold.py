@@ -26,7 +26,11 @@ STAGED_MODULES = ("reference", "task", "utils", "submission")
 
 @pytest.fixture
 def staged(tmp_path, monkeypatch):
-    """Stage a task's support files side by side (as the harness does) and import them."""
+    """Stage a task's support files side by side (as the harness does) and import them.
+
+    Their modules leave sys.modules with the test, whatever was staged before (monkeypatch's
+    delitem would put back the first staging's modules when a test stages twice)."""
+    before = {name: sys.modules[name] for name in STAGED_MODULES if name in sys.modules}
 
     def stage(task, submission: Path | None = None):
         folder = tmp_path / f"stage_{len(list(tmp_path.glob('stage_*')))}"
@@ -36,7 +40,7 @@ def staged(tmp_path, monkeypatch):
         if submission is not None:
             shutil.copyfile(submission, folder / task.submission_name)
         for name in STAGED_MODULES:
-            monkeypatch.delitem(sys.modules, name, raising=False)
+            sys.modules.pop(name, None)
         monkeypatch.syspath_prepend(str(folder))
         reference = importlib.import_module("reference")
         sub = importlib.import_module("submission") if submission is not None else None
@@ -45,6 +49,7 @@ def staged(tmp_path, monkeypatch):
     yield stage
     for name in STAGED_MODULES:
         sys.modules.pop(name, None)
+    sys.modules.update(before)
 
 
 def run_cases(task, reference, custom_kernel) -> list[bool]:
