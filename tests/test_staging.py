@@ -1,8 +1,11 @@
-"""Staged evaluation folders do not outlive the pytest session that made them."""
+"""Staged evaluation folders, and the judge's other temporary folders, do not outlive the
+process that made them."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,24 @@ def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path):
     result.assert_outcomes(passed=2, deselected=1)
     assert (pytester.path / "left.txt").read_text() == ""
     assert not list(scratch.glob("kb-*"))
+
+
+def test_a_judge_removes_its_shared_memory_manager_folder_when_it_exits():
+    """The folder for torch_shm_manager's socket lies in /tmp (a socket path must be short),
+    one per judge process: the judge's exit takes it away, the manager's own folder in it too."""
+    judge = (
+        "import torch\n"
+        "from pytest_kernelboard.worker import client\n"
+        "client._shm_manager_folders()\n"
+        "print(client._shm_manager_home(), client._shm_manager_dir())\n"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", judge], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    home, manager = Path(printed[0]), Path(printed[1])
+    assert home.name.startswith("kb-shm-")
+    assert manager.is_relative_to(home)  # the manager ran, with its socket folder in the home
+    assert not home.exists()
 
 
 @pytest.fixture(autouse=True)

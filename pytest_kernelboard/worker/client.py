@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import pickle
@@ -107,7 +108,17 @@ def _shm_manager_folder() -> Path:
     # A short path: the manager's socket path must fit a Unix socket address (108 bytes),
     # which a deep temporary folder (pytest's, say) would overflow.
     short = "/tmp" if os.path.isdir("/tmp") else None
-    return Path(tempfile.mkdtemp(prefix="kb-shm-", dir=short))
+    folder = Path(tempfile.mkdtemp(prefix="kb-shm-", dir=short))
+    atexit.register(_remove_shm_manager_folder, folder, os.getpid())
+    return folder
+
+
+def _remove_shm_manager_folder(folder: Path, owner: int) -> None:
+    """At the judge's exit, its manager folder goes too (the manager removes only the socket
+    folder it made inside it): one left per judge run would pile up on a runner. A process
+    forked from the judge leaves it to the judge."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shm_manager_home() -> Path:
