@@ -77,6 +77,7 @@ def test_runner_protocol_formats():
     assert record["ci95_us"] == pytest.approx([2.5 - 0.0196, 2.5 + 0.0196])
 
 
+@pytest.mark.runs_long
 def test_eval_py_judges_submissions_and_solutions(pytester: pytest.Pytester):
     shutil.copytree(EVALPY, pytester.path, dirs_exist_ok=True)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")

@@ -185,6 +185,7 @@ def test_the_chunked_check_finds_a_difference_in_a_later_chunk(monkeypatch) -> N
 
 
 # -- judged on the CPU (two tests, so that -n 2 runs them side by side) ------------------------------
+@pytest.mark.runs_long
 def test_the_seven_pass_their_self_check_and_an_identical_submission_passes(
     pytester: pytest.Pytester,
 ) -> None:

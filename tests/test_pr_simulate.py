@@ -110,6 +110,7 @@ def test_submission_after_the_deadline_is_rejected(tmp_path):
     assert commits_on_main(root) == 1
 
 
+@pytest.mark.runs_long
 def test_two_pull_requests_published_one_after_the_other_keep_both_runs(tmp_path):
     pulls = [
         PullRequest(submission=SUBMISSIONS / "correct.py", author="alice", number=1),

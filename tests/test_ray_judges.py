@@ -9,6 +9,7 @@ import pytest
 from service_helpers import BROKEN, CORRECT, WRONG, ServerProcess, call
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+pytestmark = pytest.mark.runs_long  # each starts a local Ray cluster: 9 - 18 s
 
 from pytest_kernelboard.batch import Candidate, judge_many  # noqa: E402
 from pytest_kernelboard.batch.ray_judges import RayJudges, judge_many_on_ray  # noqa: E402

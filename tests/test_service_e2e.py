@@ -62,6 +62,7 @@ def test_the_http_api_judges_a_mixed_job(core_repo: Path, tmp_path: Path) -> Non
         assert server.stop() == 0
 
 
+@pytest.mark.runs_long
 def test_a_server_killed_mid_job_finishes_it_after_a_restart(
     core_repo: Path, tmp_path: Path
 ) -> None:
