@@ -44,7 +44,7 @@ KINDS = [
     ("Ray", re.compile(r"\bray\b|raylet|gcs_server")),
     ("GPU MODE eval.py", re.compile(r"eval\.py")),
     ("torch_shm_manager", re.compile(r"torch_shm_manager")),
-    ("compiler", re.compile(r"\b(cc1plus|cc1|gcc|g\+\+|nvcc|cicc|cudafe\+\+|ptxas|ld|as)\b")),
+    ("compiler", re.compile(r"\b(cc1plus|cc1|gcc|nvcc|cicc|ptxas|ld|as)\b|\b(g|cudafe)\+\+(\s|$)")),
     ("browser", re.compile(r"chrom")),
 ]
 
@@ -143,6 +143,14 @@ def main() -> int:
     print(f"{'kind':40} {'processes':>9} {'CPU s':>7} {'share':>6} {'per process':>11}")
     for kind, (count, cpu_s) in sorted(by_kind.items(), key=lambda item: -item[1][1]):
         print(f"{kind:40} {count:9d} {cpu_s:7.0f} {cpu_s / used_s:6.0%} {cpu_s / count:10.2f}s")
+    unnamed = sorted(
+        ((cpu_s, text) for text, cpu_s in sampler.seen.values() if kind_of(text) == "other"),
+        reverse=True,
+    )
+    if unnamed:
+        print("\ncostliest processes of no kind above (a kind to add, if they matter):")
+        for cpu_s, text in unnamed[:8]:
+            print(f"{cpu_s:7.1f}s  {text[:160]}")
     return returncode
 
 
