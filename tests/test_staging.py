@@ -26,8 +26,28 @@ def test_remove_staged_removes_what_was_staged(core_repo):
     assert folder not in staging.staged_folders()
 
 
-def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path):
+CRASHES_ON_SIZE_3 = """
+import ctypes
+
+def custom_kernel(data):
+    x, out = data
+    if x.numel() == 3:
+        ctypes.string_at(0)  # a segmentation fault: the worker dies, a new one takes the next case
+    return out.copy_(x + 1)
+"""
+
+
+@pytest.mark.parametrize(
+    "submission, outcomes",
+    [("alice", {"passed": 2}), ("crashy", {"passed": 1, "failed": 1})],
+    ids=["passing", "a_worker_crashes"],
+)
+def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path, submission, outcomes):
+    """Nor any worker's home: a crashed worker's went with it once its failure was reported."""
     shutil.copytree(FIXTURES / "core", pytester.path, dirs_exist_ok=True)
+    crashy = pytester.path / "submissions/addone/crashy/submission.py"
+    crashy.parent.mkdir(parents=True)
+    crashy.write_text(CRASHES_ON_SIZE_3)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -43,8 +63,8 @@ def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path):
             Path("left.txt").write_text("\\n".join(left))
         """
     )
-    result = pytester.runpytest_subprocess("submissions/addone/alice/submission.py")
-    result.assert_outcomes(passed=2, deselected=1)
+    result = pytester.runpytest_subprocess(f"submissions/addone/{submission}/submission.py")
+    result.assert_outcomes(**outcomes, deselected=1)
     assert (pytester.path / "left.txt").read_text() == ""
     assert not list(scratch.glob("kb-*"))
 

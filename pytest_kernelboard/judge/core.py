@@ -162,6 +162,7 @@ class SubmissionJudge:
             raise self._load_failure
         if self._worker is not None and self._worker.alive:
             return self._worker
+        self._discard_worker()  # one that crashed or timed out: its failure is reported
         worker = self.pool.take()
         self._calibration = None
         worker.trusted = self.modules.trusted_modules()
@@ -176,7 +177,7 @@ class SubmissionJudge:
             except WorkerFailure as failure:
                 raise build_budget_failure(failure, budget_s) from None
         except WorkerFailure as failure:
-            worker.kill()
+            worker.discard()  # the failure already holds its log's tail
             # Import errors are deterministic: report the same failure for every case.
             failure.during_import = True
             self._load_failure = failure
@@ -277,7 +278,7 @@ class SubmissionJudge:
 
     def _discard_worker(self) -> None:
         if self._worker is not None:
-            self._worker.kill()
+            self._worker.discard()
             self._worker = None
 
     def _outcome_of(self, judge: Callable[[], CaseOutcome]) -> CaseOutcome:

@@ -665,6 +665,11 @@ class WorkerProcess:
                 self.process.wait(timeout=timeout_s)
             except Exception:  # a polite exit only; the kill below is what counts
                 pass
+        self.discard()
+
+    def discard(self) -> None:
+        """Kill the worker and remove its home: for a worker that is done with, its failure (and
+        the log tail in its home) already reported. Killed and dropped, each left a folder."""
         self.kill()
         shutil.rmtree(self.home, ignore_errors=True)
 
@@ -743,16 +748,21 @@ class WorkerPool:
         for worker in unwanted:
             worker.close(timeout_s=1.0)
 
+    def _drop_dead_spares(self) -> None:
+        for worker in [w for w in self._spare if not w.alive]:
+            self._spare.remove(worker)
+            worker.discard()
+
     def prestart(self) -> None:
         with self._lock:
-            self._spare = [w for w in self._spare if w.alive]
+            self._drop_dead_spares()
             wanted = self.spares if self.demand is None else min(self.spares, self.demand)
             while len(self._spare) < wanted:
                 self._spare.append(self._spawn())
 
     def take(self) -> WorkerProcess:
         with self._lock:
-            self._spare = [w for w in self._spare if w.alive]
+            self._drop_dead_spares()
             worker = self._spare.pop(0) if self._spare else self._spawn()
             if self.demand is not None:
                 self.demand = max(self.demand - 1, 0)
