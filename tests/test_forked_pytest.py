@@ -30,7 +30,7 @@ def test_a_forked_run_takes_its_folder_environment_and_temporary_folder(
     pytester.makepyfile(test_probe=PROBE)
     monkeypatch.setenv("KB_PROBE", "seen")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(passed=1)
     probe = _probe(result)
     assert probe["parent"] == str(forked_pytest._server.process.pid)  # forked by the server
