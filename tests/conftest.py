@@ -12,6 +12,16 @@ FIXTURES = Path(__file__).parent / "fixtures"
 REQUIRE_SYSTEM_TOOLS = "KERNELBOARD_REQUIRE_SYSTEM_TOOLS"
 BROWSER_INSTALL = "apt-get install chromium chromium-driver"
 SANDBOX_INSTALL = "apt-get install bubblewrap"
+# An addone submission whose worker dies of SIGSEGV on the size-3 case (the other case passes).
+SEGFAULTS_ON_SIZE_3 = """
+import ctypes
+
+def custom_kernel(data):
+    x, out = data
+    if x.numel() == 3:
+        ctypes.string_at(0)  # reads address 0: a real segmentation fault
+    return out.copy_(x + 1)
+"""
 # Fixture leaderboards and submissions are inputs of the tests, not tests themselves.
 collect_ignore = ["fixtures"]
 pytest_plugins = ["pytester"]

@@ -97,18 +97,18 @@ class _Server:
 
     def close(self) -> None:
         self.socket.close()  # the server reads end-of-file and exits
-        self.process.wait(timeout=30)
+        if os.getpid() == self.owner:  # a fork's copy of the socket is all it has to close
+            self.process.wait(timeout=30)
 
 
 _server: _Server | None = None
 
 
-def _usable_server() -> _Server | None:
+def _usable_server() -> _Server:
+    """This process's server; a new one where there is none yet, it died, or this process is a
+    fork of the one that started it (the socket is the parent's conversation)."""
     global _server
-    if _server is not None and (_server.owner != os.getpid() or _server.process.poll() is not None):
-        _server = None  # a forked test process, or a server that died: plain subprocesses
-        return None
-    if _server is None:
+    if _server is None or _server.owner != os.getpid() or _server.process.poll() is not None:
         _server = _Server()
         atexit.register(_server.close)
     return _server
@@ -133,7 +133,7 @@ def popen(plain_popen: Callable[..., Any], cmdargs: Sequence[str], stdout, stder
     if not (closed_stdin and not kw and hasattr(stdout, "fileno") and _forkable(cmdargs, env)):
         return plain_popen(cmdargs, stdout=stdout, stderr=stderr, stdin=stdin, **kw)
     server = _usable_server()
-    if server is None or not server.lock.acquire(blocking=False):
+    if not server.lock.acquire(blocking=False):
         return plain_popen(cmdargs, stdout=stdout, stderr=stderr, stdin=stdin, **kw)
     request = {"args": [os.fspath(a) for a in cmdargs[2:]], "cwd": os.getcwd(), "env": env}
     try:
@@ -152,7 +152,8 @@ def _serve(connection: socket.socket) -> None:
     import pytest  # noqa: F401
     import torch  # noqa: F401
 
-    base_path = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(":")]
+    own = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    base_path = [p for p in sys.path[1:] if p not in own]
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, 2)

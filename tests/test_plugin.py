@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import SEGFAULTS_ON_SIZE_3
 
 from pytest_kernelboard.results.records import validate_run
 
@@ -218,18 +219,7 @@ def test_cu_submission_without_nvcc_or_gpu_is_skipped_with_the_reason(pytester, 
 
 
 def test_segfault_fails_only_its_case(pytester, repo):
-    write(
-        repo / "submissions/addone/crashy/submission.py",
-        """
-        import ctypes
-
-        def custom_kernel(data):
-            x, out = data
-            if x.numel() == 3:
-                ctypes.string_at(0)  # reads address 0: a real segmentation fault
-            return out.copy_(x + 1)
-        """,
-    )
+    write(repo / "submissions/addone/crashy/submission.py", SEGFAULTS_ON_SIZE_3)
     result = pytester.runpytest_subprocess("-v", "submissions/addone/crashy")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SEGFAULTS_ON_SIZE_3
 
 from pytest_kernelboard.judge import staging
 from pytest_kernelboard.spec.task import load_task
@@ -26,17 +27,6 @@ def test_remove_staged_removes_what_was_staged(core_repo):
     assert folder not in staging.staged_folders()
 
 
-CRASHES_ON_SIZE_3 = """
-import ctypes
-
-def custom_kernel(data):
-    x, out = data
-    if x.numel() == 3:
-        ctypes.string_at(0)  # a segmentation fault: the worker dies, a new one takes the next case
-    return out.copy_(x + 1)
-"""
-
-
 @pytest.mark.parametrize(
     "submission, outcomes",
     [("alice", {"passed": 2}), ("crashy", {"passed": 1, "failed": 1})],
@@ -47,7 +37,7 @@ def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path, sub
     shutil.copytree(FIXTURES / "core", pytester.path, dirs_exist_ok=True)
     crashy = pytester.path / "submissions/addone/crashy/submission.py"
     crashy.parent.mkdir(parents=True)
-    crashy.write_text(CRASHES_ON_SIZE_3)
+    crashy.write_text(SEGFAULTS_ON_SIZE_3)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
