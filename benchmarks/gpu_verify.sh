@@ -29,6 +29,10 @@
 # batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
 #            (BATCH_RUNS times, default 1)
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
+# noise      benchmarks/process_noise.py: a host-bound call's host time from process to process,
+#            two live processes taking turns, and each call on the next CPU
+# placement  benchmarks/placement_probe.py: a 16384² add's time by where its buffers lie and
+#            by how long the GPU idled before it
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
@@ -42,7 +46,7 @@ stages=${*:-tests selfcheck truth sandbox}
 table=()
 ALL_GPU_TESTS="tests/test_window_gpu.py tests/test_sandbox_gpu.py tests/test_gpu_timing.py
     tests/test_gpu_reference_runs.py tests/test_cuda_source_gpu.py tests/test_hostile.py
-    tests/test_profiling.py tests/test_gpumode_compat.py"
+    tests/test_profiling.py tests/test_gpumode_compat.py tests/test_wake_gpu.py"
 
 run_stage() {  # name, limit in seconds, command...
     local name=$1 limit=$2
@@ -164,6 +168,18 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         run_stage batch "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \
             --mode benchmark --runs "${BATCH_RUNS:-1}" --out "$OUT/batch"
         tail -40 "$OUT/batch.log"
+        ;;
+    noise)
+        run_stage noise 300 python benchmarks/process_noise.py --processes 6 --cpus 2
+        run_stage noise 200 python benchmarks/process_noise.py --processes 6 --cpus -2
+        run_stage noise 200 python benchmarks/process_noise.py --ring 8 --calls 300
+        cat "$OUT/noise.log"
+        ;;
+    placement)
+        run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 3
+        run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 1 --gap-ms 2
+        run_stage placement 200 python benchmarks/placement_probe.py --sets 2
+        cat "$OUT/placement.log"
         ;;
     inline)
         run_stage inline "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \

@@ -4,7 +4,8 @@ __version__ = "0.1.0"
 # How a call is timed (flush, blocking kernel, events, statistic). Bump it whenever the method
 # changes: filed reference runs of another method then stop being reused (results/reference_runs.py).
 # 2: the stream held by a blocking kernel, the median ranks, every timed call verified.
-TIMING_METHOD = 2
+# 3: a call that follows an idle gap first waits for a 2 ms GPU spin (an idle GPU is slower).
+TIMING_METHOD = 3
 
 
 def __getattr__(name: str):
