@@ -37,12 +37,8 @@ import statistics
 import subprocess
 import sys
 
-PROGRAM = r"""
-import json, os, statistics, sys, time
-cpu = int(sys.argv[2])
-allowed = sorted(os.sched_getaffinity(0))
-if cpu >= 0:
-    os.sched_setaffinity(0, {cpu})
+# The call every program times: a GEMM and its epilogue, five launches, KernelBench level-2 sized.
+MODULE = r"""
 import torch
 import torch.nn.functional as F
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -50,6 +46,18 @@ lin = torch.nn.Linear(1024, 512).to(device)
 x = torch.randn(128, 1024, device=device)
 def call():
     return F.leaky_relu(lin(x) * 0.5, 0.1).clamp(-1.0, 1.0)
+"""
+
+PROGRAM = (
+    r"""
+import json, os, statistics, sys, time
+cpu = int(sys.argv[2])
+allowed = sorted(os.sched_getaffinity(0))
+if cpu >= 0:
+    os.sched_setaffinity(0, {cpu})
+"""
+    + MODULE
+    + r"""
 for _ in range(50):
     call()
 if device == "cuda":
@@ -78,20 +86,19 @@ if len(sys.argv) > 3:  # ring: one window per line read
 else:
     window()
 """
+)
 
-MODES = r"""
+MODES = (
+    MODULE
+    + r"""
 import json, statistics, sys, time
-import torch
-import torch.nn.functional as F
 from pytest_kernelboard.worker.blocking import StreamBlocker
-lin = torch.nn.Linear(1024, 512).cuda()
-x = torch.randn(128, 1024, device="cuda")
 flush = torch.zeros((64 << 20) // 8, dtype=torch.int64, device="cuda")
 sink = torch.zeros((), dtype=torch.int64, device="cuda")
 blocker = StreamBlocker(torch)
-def call():
+def call_no_grad():
     with torch.no_grad():
-        return F.leaky_relu(lin(x) * 0.5, 0.1).clamp(-1.0, 1.0)
+        return call()
 times = {"alone": [], "flush": [], "blocked": []}
 for i in range(int(sys.argv[1]) + 20):
     for mode in times:
@@ -100,7 +107,7 @@ for i in range(int(sys.argv[1]) + 20):
         if mode == "blocked":
             blocker.block()
         started = time.perf_counter()
-        call()
+        call_no_grad()
         took = (time.perf_counter() - started) * 1e6
         if mode == "blocked":
             blocker.release()
@@ -109,6 +116,7 @@ for i in range(int(sys.argv[1]) + 20):
             times[mode].append(took)
 print(json.dumps({m: statistics.median(t) for m, t in times.items()}))
 """
+)
 
 
 FIXED_LAYOUT = ["setarch", "x86_64", "--addr-no-randomize"]
@@ -140,14 +148,10 @@ def stolen_ticks() -> int:
         return int(stat.readline().split()[8])
 
 
-PER_CPU = r"""
+PER_CPU = (
+    MODULE
+    + r"""
 import json, os, statistics, sys, time
-import torch
-import torch.nn.functional as F
-lin = torch.nn.Linear(1024, 512).cuda()
-x = torch.randn(128, 1024, device="cuda")
-def call():
-    return F.leaky_relu(lin(x) * 0.5, 0.1).clamp(-1.0, 1.0)
 rows = []
 for sweep in range(int(sys.argv[2])):
     row = {}
@@ -164,6 +168,7 @@ for sweep in range(int(sys.argv[2])):
     rows.append(row)
     print(" ".join(f"{cpu}:{us:.0f}" for cpu, us in row.items()), flush=True)
 """
+)
 
 
 def per_cpu(calls: int, sweeps: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,19 +62,25 @@ def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path, sub
 
 def test_a_judge_removes_its_shared_memory_manager_folder_when_it_exits():
     """The folder for torch_shm_manager's socket lies in /tmp (a socket path must be short),
-    one per judge process: the judge's exit takes it away, the manager's own folder in it too."""
+    one per judge process: the judge's exit takes it away once the manager, which outlives the
+    judge by a moment, has removed its own folder in it, so the manager exits cleanly."""
     judge = (
         "import torch\n"
         "from pytest_kernelboard.worker import client\n"
         "client._shm_manager_folders()\n"
         "print(client._shm_manager_home(), client._shm_manager_dir())\n"
     )
-    printed = subprocess.run(
+    # The manager inherits the judge's stderr: run() returns once the manager has exited too.
+    ran = subprocess.run(
         [sys.executable, "-c", judge], capture_output=True, text=True, check=True, timeout=120
-    ).stdout.split()
-    home, manager = Path(printed[0]), Path(printed[1])
+    )
+    home, manager = map(Path, ran.stdout.split())
     assert home.name.startswith("kb-shm-")
     assert manager.is_relative_to(home)  # the manager ran, with its socket folder in the home
+    assert "terminate called" not in ran.stderr, ran.stderr  # its exit found its folder
+    deadline = time.monotonic() + 10
+    while home.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not home.exists()
 
 

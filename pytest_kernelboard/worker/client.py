@@ -113,12 +113,32 @@ def _shm_manager_folder() -> Path:
     return folder
 
 
+# At the judge's exit: wait (at most 60 s) for the manager to remove its own socket folder,
+# then remove the judge's. A shell, detached: the manager exits only after the judge has.
+_REMOVE_WHEN_EMPTY = 'while [ -n "$(ls -A "$1")" ]; do sleep 0.05; done; rmdir "$1"'
+
+
 def _remove_shm_manager_folder(folder: Path, owner: int) -> None:
-    """At the judge's exit, its manager folder goes too (the manager removes only the socket
-    folder it made inside it): one left per judge run would pile up on a runner. A process
-    forked from the judge leaves it to the judge."""
-    if os.getpid() == owner:
-        shutil.rmtree(folder, ignore_errors=True)
+    """At the judge's exit, its manager folder goes too: one left per judge run would pile up
+    on a runner. The manager outlives the judge by a moment and removes the socket folder it
+    made inside this one when the judge's connection closes; removed before that, its exit
+    aborts ("terminate called ... No such file or directory"). So an empty folder goes now and
+    one the manager still uses goes after it. A process forked from the judge leaves it to the
+    judge."""
+    if os.getpid() != owner:
+        return
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        return
+    except OSError:  # the manager's folder is still inside
+        subprocess.Popen(
+            ["timeout", "60", "sh", "-c", _REMOVE_WHEN_EMPTY, "sh", str(folder)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def _shm_manager_home() -> Path:

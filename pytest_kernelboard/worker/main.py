@@ -281,7 +281,7 @@ class Worker:
                     blocker.release()
             fences.synchronize()  # device-wide: also waits for streams we do not know
             self._last_synchronized = _clock()
-            wall_us = (_clock() - host_start) * 1e6
+            wall_us = (self._last_synchronized - host_start) * 1e6
         finally:
             gc.enable()
         device_us = self._elapsed_time(start_event, end_event) * 1e3
