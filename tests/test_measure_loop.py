@@ -61,7 +61,9 @@ class FakeWorker:
         self.wrong_from = wrong_from
         self.calls = 0
 
-    def request_time(self, data: int, flush_bytes: int, remaining_s: float) -> dict[str, float]:
+    def request_time(
+        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+    ) -> dict[str, float]:
         assert remaining_s > 0
         sample = next(self.device_us)
         self.calls += 1
@@ -236,8 +238,10 @@ class UnseenWorker(FakeWorker):
         super().__init__(clock, device_us)
         self.flagged = flagged
 
-    def request_time(self, data: int, flush_bytes: int, remaining_s: float) -> dict:
-        reply = super().request_time(data, flush_bytes, remaining_s)
+    def request_time(
+        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+    ) -> dict:
+        reply = super().request_time(data, flush_bytes, remaining_s, warm)
         if self.calls in self.flagged:
             reply["outside_unseen"] = "the request took 7000 us but the worker accounts for 20 us"
         return reply
@@ -274,3 +278,57 @@ def test_the_event_pairs_cost_comes_off_blocked_calls_and_is_recorded_once():
     record = timer.measure(CASE, plan, 600.0, "fake", calibration).to_record()
     assert record["event_overhead_us"] == 1.3
     assert "empty_call_us" not in record  # one value, one name
+
+
+class WarmRecordingWorker(FakeWorker):
+    """A fake GPU worker that records each call's `warm` and warms once a copy is kept."""
+
+    def __init__(self, clock: FakeClock, device_us: Iterator[float]) -> None:
+        super().__init__(clock, device_us)
+        self.warm_requests: list[bool] = []
+        self.kept = False
+
+    def request_time(
+        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+    ) -> dict:
+        self.warm_requests.append(warm)
+        reply = {**super().request_time(data, flush_bytes, remaining_s, warm), "blocked": True}
+        reply["warmed"] = warm and self.kept
+        self.kept = warm
+        return reply
+
+
+@pytest.mark.parametrize(
+    ("call_us", "warmed"),
+    [(50.0, True), (5000.0, False)],
+    ids=["short calls: warm host path", "long calls: none"],
+)
+def test_short_calls_are_timed_with_a_warm_host_path_after_the_first(monkeypatch, call_us, warmed):
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
+    clock = FakeClock()
+    worker = WarmRecordingWorker(clock, iter(lambda: call_us, None))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=10, max_samples=10), warmup=ONE_WARM_CALL, flush_bytes=0
+    )
+    m = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    # The case's first call has nothing to go on; each later one follows the last call's time.
+    assert worker.warm_requests == [False] + [warmed] * (len(worker.warm_requests) - 1)
+    # The first warm request only keeps a copy: the calls after it are the warmed ones.
+    assert m.warm_calls == (len(worker.warm_requests) - 2 if warmed else 0)
+    assert m.to_record()["warm_calls"] == m.warm_calls
+
+
+def test_large_inputs_are_never_warmed():
+    timer = CaseTimer(
+        generate, FakeWorker(FakeClock(), iter([])).request_time, check, use_cuda=True
+    )
+    from pytest_kernelboard.judge.measure import WARM_MAX_BYTES
+
+    assert timer.warm_next(10.0, (WARM_MAX_BYTES // 2, WARM_MAX_BYTES // 2))
+    assert not timer.warm_next(10.0, (WARM_MAX_BYTES, 1))
+    cpu_timer = CaseTimer(generate, FakeWorker(FakeClock(), iter([])).request_time, check, False)
+    assert not cpu_timer.warm_next(10.0, (0, 0))  # a host clock times the whole request

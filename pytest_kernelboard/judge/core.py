@@ -28,6 +28,7 @@ from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
 from .measure import (
+    WARMED,
     CaseTimer,
     Measurement,
     Progress,
@@ -484,11 +485,17 @@ class SubmissionJudge:
         preroll_us = preroll_for(self._calibration)
 
         frugal: bool | None = None  # decided on the first timed call's input
+        case_key = f"{case.kind}[{case.id}]"  # the worker keeps per-case state under it
 
-        def request_time(pristine: Any, flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+        def request_time(
+            pristine: Any, flush_bytes: int, remaining_s: float, warm: bool = False
+        ) -> dict[str, Any]:
             nonlocal frugal
             frugal = is_frugal(pristine) if frugal is None else frugal
+            warm = warm and not frugal  # a frugal case's inputs are too large to keep a copy
             trace("time: generated", worker.window_bytes)
+            # Before the input is sent: the warm call must not be able to reach it.
+            warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
             sent = worker.private_copy(pristine)
             self.settle()
             reply = worker.request(
@@ -497,10 +504,13 @@ class SubmissionJudge:
                 data=sent,
                 flush_bytes=flush_bytes,
                 preroll_us=preroll_us,
+                case=case_key,
+                keep=warm,
                 frugal=frugal,
             )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)
+            payload[WARMED] = warmed
             trace("time: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
             return payload
 

@@ -396,7 +396,10 @@ class DistributedJudge(SubmissionJudge):
         preroll_us = preroll_for(self._calibration)
         per_call: list[list[float]] = []  # every call's device time on each rank
 
-        def request_time(data: list[Any], flush_bytes: int, remaining_s: float) -> dict[str, Any]:
+        def request_time(
+            data: list[Any], flush_bytes: int, remaining_s: float, warm: bool = False
+        ) -> dict[str, Any]:
+            # Ranks are timed cold: a warm call would have to run on every rank at once.
             self.settle()
             replies = [
                 r.payload

@@ -232,6 +232,10 @@ class Timing(Record):
     host_bound_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
     # Calls whose tensors crossed as host copies instead of through the device windows.
     host_copied_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
+    # Calls an untimed call on an earlier input warmed first (judge/measure.py, WARM_BELOW_US).
+    warm_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
+    # The CPUs the worker ran the timed calls on (worker/cpu_choice.py); empty: the scheduler's.
+    cpus: tuple[int, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
     wall_s: dict[str, float] | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     flags: tuple[str, ...] | Absent = ABSENT
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.

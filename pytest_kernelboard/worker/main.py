@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
-from pytest_kernelboard.worker import fences, transport, window
+from pytest_kernelboard.worker import cpu_choice, fences, transport, window
 from pytest_kernelboard.worker.builds import (
     guard_torch_extension_builds_on_import,
     load_cuda_submission,
@@ -57,6 +57,8 @@ def trimmed_traceback(exc: BaseException, keep_under: Path) -> str:
 # an idled GPU back to speed; back-to-back calls (calibrate's) need none.
 WAKE_US = 2000.0
 WAKE_AFTER_IDLE_S = 0.001
+# Set to 0 to leave timed calls on whichever CPU the scheduler gives them (worker/cpu_choice.py).
+PIN_VARIABLE = "KERNELBOARD_PIN_CPU"
 
 
 class StreamTracker:
@@ -162,6 +164,13 @@ class Worker:
         self.events = None
         self._spin_rate: float | None = None
         self._last_synchronized = float("-inf")  # when the last timed call's work ended
+        self._case = ""  # the case the last timed call belonged to (the judge names it)
+        self._warm_input: Any = None  # a pristine copy of an earlier input of that case
+        # The CPUs a GPU case's timed calls may be moved to (a CPU case's time is the judge's
+        # own clock around the whole request, and its torch threads need every CPU).
+        pin = self.cuda and os.environ.get(PIN_VARIABLE) != "0"
+        self._cpus = cpu_choice.allowed_cpus() if pin else frozenset()
+        self._timing_cpu: int | None = None  # where this case's timed calls run (None: anywhere)
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
         # A frugal call's cache segments, held again before the next (frugal needs windows,
@@ -203,7 +212,14 @@ class Worker:
             fences.synchronize()
         return {"output": self._sendable(output)}
 
-    def time_call(self, data: Any, flush_bytes: int, preroll_us: float = 0.0) -> dict:
+    def time_call(
+        self,
+        data: Any,
+        flush_bytes: int,
+        preroll_us: float = 0.0,
+        case: str = "",
+        keep: bool = False,
+    ) -> dict:
         """One timed call: flush L2, hold the stream, events around the call, streams joined.
 
         The stream is held by a blocking kernel (worker/blocking.py) until the whole call is
@@ -213,6 +229,10 @@ class Worker:
         host time inside the call itself: the judge charges it where it exceeds the device
         time by more than the launch allowance. `dispatch_us` is the host time from the
         flush's enqueue to the call's return: what a pre-roll has to cover.
+
+        GPU only: the first request of each `case` (the judge names it) moves the worker to the
+        fastest CPU it may use (worker/cpu_choice.py). With `keep`, a pristine copy of the input
+        is kept, once per case, for the `warm` requests that come before the next timed calls.
         """
         if not self.cuda:
             if self.before_timed_call is not None:
@@ -249,6 +269,12 @@ class Worker:
         # memory the worker alone writes), and a second one would double the inputs' memory.
         if not self.windows:
             data = clone_data(data)
+        if case != self._case:
+            self._start_case(case)
+        if not keep:
+            self._warm_input = None
+        elif self._warm_input is None:
+            self._warm_input = clone_data(data)  # before the call: pristine
         # Wake the GPU first: after 20 or 200 ms idle (the judge making and sending this input)
         # a memory-bound kernel ran 8% slower on an H200 (a 16384² add: 391-396 against 363 µs
         # back to back, at the same SM clock; 2 ms idle cost nothing), and 2 ms of spinning
@@ -301,7 +327,39 @@ class Worker:
             "blocked": released,
             "blocking_off": self.blocking_off,
             "aliased_bytes": aliased_bytes(data, output),
+            "cpu": -1 if self._timing_cpu is None else self._timing_cpu,
         }
+
+    def _start_case(self, case: str) -> None:
+        """A new case: nothing kept from the last one, and its timed calls on the fastest CPU."""
+        self._case = case
+        self._warm_input = None
+        if self._cpus:
+            self._timing_cpu, _ = cpu_choice.choose_and_pin(self._cpus)
+
+    def warm(self, case: str) -> dict:
+        """One untimed call on a fresh copy of the case's kept input, so that the timed call the
+        judge sends next finds its host path as warm as in a loop of calls.
+
+        It runs before the judge has written the next input into the worker's reach: code in
+        this call cannot find that input and work on it outside the timed interval. The kept
+        input was copied before its own call ran; its values are not the next input's, so a
+        result cached by address, shape or content here cannot answer the timed call. Without a
+        kept input (the case's first warm request) it does nothing.
+        """
+        if case != self._case:
+            self._start_case(case)
+        if self._warm_input is None or not self.cuda:
+            return {"warmed": False}
+        kept = clone_data(self._warm_input)
+        if _clock() - self._last_synchronized > WAKE_AFTER_IDLE_S:
+            # The GPU wakes here (time_call's reason); the call's host path runs meanwhile.
+            self._sleep(int(WAKE_US * self.spin_cycles_per_us()))
+        self.kernel(kept)
+        del kept
+        fences.synchronize()
+        self._last_synchronized = _clock()
+        return {"warmed": True}
 
     def _blocker(self) -> Any:
         """The stream blocker, made once; None where blocking is off or cannot work here."""
@@ -411,6 +469,7 @@ class Worker:
             old = self.windows.pop(direction, None)
             if direction == "in":
                 window.set_receiving(None)
+                self._warm_input = None
                 # The case is over: an idle worker (the submission's, while the reference is
                 # timed) holds nothing of it; the next timed call makes its flush buffer again.
                 self.flush_buffer = None
@@ -443,6 +502,7 @@ class Worker:
             Op.LOAD: self.load,
             Op.CALL: self.call,
             Op.TIME: self.time_call,
+            Op.WARM: self.warm,
             Op.CALIBRATE: self.calibrate,
             Op.PROFILE: self.profile_call,
             Op.KERNELS: self.kernels,

@@ -30,6 +30,7 @@ class Op(enum.StrEnum):
     LOAD = "load"  # import the staged submission (or the reference) and find its entry point
     CALL = "call"  # one verified call
     TIME = "time"  # one timed call: flush, pre-roll or held stream, events (judge/measure.py)
+    WARM = "warm"  # one untimed call on a kept input, just before a timed one (a warm host path)
     CALIBRATE = "calibrate"  # the harness's own overhead on empty calls, and the pre-roll
     PROFILE = "profile"  # one call inside a profiling range
     INIT_GROUP = "init_group"  # join a multi-GPU case's process group (worker/ranks.py)
@@ -117,6 +118,12 @@ class TimeRequest(TypedDict):
     data: Any
     flush_bytes: int  # bytes read to flush L2 before the call
     preroll_us: float  # the fallback GPU pre-roll (stats/preroll.py) where the stream is not held
+    case: str  # the case the call belongs to: a new one moves the worker to the fastest CPU
+    keep: bool  # keep a pristine copy of the input (once per case) for the warm requests
+
+
+class WarmRequest(TypedDict):
+    case: str  # the case the timed call that follows belongs to
 
 
 class CalibrateRequest(TypedDict):
@@ -156,6 +163,7 @@ REQUESTS: dict[Op, type | None] = {
     Op.LOAD: LoadRequest,
     Op.CALL: CallRequest,
     Op.TIME: TimeRequest,
+    Op.WARM: WarmRequest,
     Op.CALIBRATE: CalibrateRequest,
     Op.PROFILE: ProfileRequest,
     Op.INIT_GROUP: InitGroupRequest,
@@ -198,12 +206,19 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
     Op.WINDOW.value: {},
     # kernels: [[name, device microseconds], ...] in launch order
     Op.KERNELS.value: {"output": object, "kernels": list},
+    Op.WARM.value: {"warmed": bool},  # whether an untimed call ran
 }
 _SIGNED = {"wall_gap_us"}  # a difference of two clocks: may come out below zero
 # Keys that may be absent but, when present, must have this type.
 OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
     # peak_bytes: the device memory the worker's allocator held at most during the request.
-    Op.TIME.value: {"dispatch_us": NUMBER, "aliased_bytes": NUMBER, "peak_bytes": NUMBER},
+    # cpu: the CPU the call ran on, -1 where the worker left that to the scheduler.
+    Op.TIME.value: {
+        "dispatch_us": NUMBER,
+        "aliased_bytes": NUMBER,
+        "peak_bytes": NUMBER,
+        "cpu": int,
+    },
     Op.CALL.value: {"peak_bytes": NUMBER},
 }
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)

@@ -1,0 +1,55 @@
+"""The worker's CPU for a case's timed calls: the one its probe found fastest (worker/cpu_choice.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from pytest_kernelboard.worker import cpu_choice
+
+needs_affinity = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity"), reason="the platform has no CPU affinity"
+)
+
+
+def run_in_thread(target):
+    """Run target in a thread of its own (affinity is per thread) and return what it returned."""
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(value=target()))
+    thread.start()
+    thread.join()
+    return result["value"]
+
+
+@needs_affinity
+def test_the_calling_thread_is_kept_on_the_cpu_whose_probe_read_fastest(monkeypatch):
+    cpus = cpu_choice.allowed_cpus()
+    if len(cpus) < 2:
+        assert cpu_choice.choose_and_pin(cpus) == (None, {})  # no choice: left where it is
+        return
+    fast = max(cpus)  # any CPU but the first the probe visits
+    probe_by_cpu = {cpu: (3.0 if cpu == fast else 9.0 + cpu) for cpu in cpus}
+
+    def probe_on_the_cpu_we_run_on() -> float:
+        (cpu,) = os.sched_getaffinity(0)  # the probe runs pinned to one CPU at a time
+        return probe_by_cpu[cpu]
+
+    monkeypatch.setattr(cpu_choice, "probe_us", probe_on_the_cpu_we_run_on)
+
+    def choose():
+        chosen, times = cpu_choice.choose_and_pin(cpus)
+        return chosen, times, os.sched_getaffinity(0)
+
+    chosen, times, affinity = run_in_thread(choose)
+    assert chosen == fast
+    assert times == probe_by_cpu  # every CPU was probed, each on itself
+    assert affinity == {fast}
+    assert os.sched_getaffinity(0) == cpus  # only the calling thread moved
+
+
+@needs_affinity
+def test_the_probe_measures_real_work_on_this_cpu():
+    took = cpu_choice.probe_us()
+    assert 0.1 < took < 100_000  # microseconds of interpreter work, not zero, not seconds
