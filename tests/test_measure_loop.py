@@ -332,3 +332,13 @@ def test_large_inputs_are_never_warmed():
     assert not timer.warm_next(10.0, (WARM_MAX_BYTES, 1))
     cpu_timer = CaseTimer(generate, FakeWorker(FakeClock(), iter([])).request_time, check, False)
     assert not cpu_timer.warm_next(10.0, (0, 0))  # a host clock times the whole request
+
+
+def test_a_call_synchronised_inside_is_charged_its_host_time_like_a_blocked_one():
+    host_bound = {"device_us": 80.0, "call_us": 200.0, "wall_us": 210.0}
+    assert CaseTimer.sample_us({**host_bound, "blocked": True}) == 170.0
+    assert CaseTimer.sample_us({**host_bound, "synced": True}) == 170.0
+    # Behind a pre-roll (no Triton), the interval already holds the host's gaps.
+    assert CaseTimer.sample_us(host_bound) == 80.0
+    device_bound = {"device_us": 500.0, "call_us": 520.0, "synced": True}
+    assert CaseTimer.sample_us(device_bound, event_overhead_us=1.0) == 499.0

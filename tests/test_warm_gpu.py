@@ -79,3 +79,36 @@ def test_each_case_times_on_the_cpu_its_probe_found_fastest(restore_affinity):
         return
     assert reply["cpu"] in allowed
     assert os.sched_getaffinity(0) == {reply["cpu"]}  # this thread stays there for the case
+
+
+def test_a_call_that_synchronises_inside_is_charged_its_host_time():
+    """Such a call cannot run behind the blocking kernel; timed behind a pre-roll instead, the
+    launches it made under the spin went uncharged (docs/timing.md). It now starts on an idle
+    GPU, and like a blocked call its host time beyond the launch allowance is its time."""
+    import torch
+
+    from pytest_kernelboard.judge.measure import CaseTimer
+    from pytest_kernelboard.stats.preroll import LAUNCH_ALLOWANCE_US
+    from pytest_kernelboard.worker.main import Worker
+
+    worker = Worker(conn=None)
+
+    def launches_then_checks(data):
+        out = data
+        for _ in range(40):  # host-bound: many tiny launches
+            out = out + 1
+        assert torch.isfinite(out).all().item()  # a host synchronisation
+        return out
+
+    worker.kernel = launches_then_checks
+    data = torch.zeros(256, device="cuda")
+    replies = [worker.time_call(data, 64 << 20, preroll_us=100.0) for _ in range(6)]
+    assert not any(r["synced"] for r in replies[:2])  # the first two are held, then it switches
+    assert worker.blocking_off
+    for reply in replies[3:]:
+        assert reply["synced"] and not reply["blocked"]
+        sample = CaseTimer.sample_us(reply, event_overhead_us=1.0)
+        assert sample >= reply["call_us"] - LAUNCH_ALLOWANCE_US
+        # No pre-roll ran: the call's host time holds its 40 launches, not a 100 µs spin.
+        assert reply["device_us"] <= reply["call_us"] + 50, reply
+        torch.testing.assert_close(reply["output"], data + 40)

@@ -206,11 +206,14 @@ class CaseTimer:
         inside the call is charged here instead: beyond LAUNCH_ALLOWANCE_US, the call's own
         host time is its time. The event pair's own cost (an empty call's interval, measured
         per worker by `calibrate`: about 1.3 us on an H100) is taken off a blocked interval,
-        so a kernel reads what Nsight Compute says it takes. Unblocked calls (pre-roll, host
-        clock) already see host gaps and are left as they are.
+        so a kernel reads what Nsight Compute says it takes. A call that synchronises inside
+        (`synced`: started on an idle GPU, no pre-roll) is charged the same way: a pre-roll
+        would have hidden the launches it made under the spin (a candidate that checked its
+        output with `.item()` read half the reference's time on an H200). Other unblocked calls
+        (pre-roll, host clock) already see host gaps and are left as they are.
         """
         device_us = reply["device_us"]
-        if not reply.get("blocked"):
+        if not (reply.get("blocked") or reply.get("synced")):
             return device_us
         kernel_us = max(device_us - (event_overhead_us or 0.0), 0.0)
         return max(kernel_us, reply.get("call_us", 0.0) - LAUNCH_ALLOWANCE_US)

@@ -158,6 +158,8 @@ class Worker:
         self.blocker: Any = None  # worker/blocking.py, made on the first timed call
         self.blocking = self.cuda  # False once a call synchronised inside the blocked window
         self.blocking_off = ""  # why blocking was turned off, reported with every timed call
+        # The calls synchronise inside: each starts on an idle GPU, and its host time is its time.
+        self.synced = False
         self._held_too_long = 0  # consecutive calls that outlasted the blocking kernel
         self.flush_buffer = None
         self.flush_sink = None
@@ -261,6 +263,7 @@ class Worker:
                 self._event(enable_timing=True),
             )
         blocker = self._blocker()
+        synced = self.synced and blocker is None  # how this call is timed (set by earlier ones)
         start_event, end_event = self.events
         preroll_cycles = int(preroll_us * self.spin_cycles_per_us()) if preroll_us > 0 else 0
         # Time the call on the worker's own copy: memory mapped from the judge through CUDA
@@ -294,6 +297,10 @@ class Worker:
             self._sum(self.flush_buffer, dim=0, out=self.flush_sink)
             if blocker is not None:
                 blocker.block()
+            elif synced:
+                # A call that waits for its own work waits for a pre-roll as well: its host
+                # time would include it, and its launches under the spin would go uncharged.
+                fences.synchronize()
             elif preroll_cycles:
                 self._sleep(preroll_cycles)
             self.streams.begin(start_event)
@@ -318,6 +325,7 @@ class Worker:
         if self._held_too_long >= 2:
             self.blocking = False  # the call waited on the held stream: stop holding it
             self.blocking_off = "calls waited for the held stream (they synchronise inside)"
+            self.synced = True
         return {
             "output": self._sendable(output),
             "device_us": device_us,
@@ -325,6 +333,7 @@ class Worker:
             "dispatch_us": (call_end - host_start) * 1e6,
             "call_us": (call_end - call_start) * 1e6,
             "blocked": released,
+            "synced": synced,
             "blocking_off": self.blocking_off,
             "aliased_bytes": aliased_bytes(data, output),
             "cpu": -1 if self._timing_cpu is None else self._timing_cpu,

@@ -218,6 +218,7 @@ OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
         "aliased_bytes": NUMBER,
         "peak_bytes": NUMBER,
         "cpu": int,
+        "synced": bool,  # timed without a pre-roll on an idle GPU: the call synchronises inside
     },
     Op.CALL.value: {"peak_bytes": NUMBER},
 }
