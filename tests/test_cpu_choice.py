@@ -53,3 +53,37 @@ def test_the_calling_thread_is_kept_on_the_cpu_whose_probe_read_fastest(monkeypa
 def test_the_probe_measures_real_work_on_this_cpu():
     took = cpu_choice.probe_us()
     assert 0.1 < took < 100_000  # microseconds of interpreter work, not zero, not seconds
+
+
+WORKER_PROGRAM = """
+import json, os
+from pytest_kernelboard.worker.main import Worker
+worker = Worker(conn=None)
+worker._cpus = frozenset(os.sched_getaffinity(0))  # on a CPU machine the worker never pins
+worker.kernel = lambda data: data + 1
+worker._start_case("benchmark[0]")
+pinned = sorted(os.sched_getaffinity(0))
+reply = worker.call(1)
+print(json.dumps({"pinned": pinned, "after_check": sorted(os.sched_getaffinity(0)),
+                  "case": worker._case, "output": reply["output"]}))
+"""
+
+
+@needs_affinity
+def test_a_check_call_puts_the_worker_back_on_every_cpu():
+    """Pinned for a case's timed calls only: a check call starts the next case, and may build
+    (nvcc, ninja, a Triton compile), which must not be held to one CPU."""
+    import json
+    import subprocess
+    import sys
+
+    allowed = sorted(cpu_choice.allowed_cpus())
+    if len(allowed) < 2:
+        pytest.skip("one CPU: there is nothing to choose between")
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_PROGRAM], capture_output=True, text=True, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen["pinned"]) == 1 and seen["pinned"][0] in allowed
+    assert seen["after_check"] == allowed
+    assert seen["case"] == "" and seen["output"] == 2

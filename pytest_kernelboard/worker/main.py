@@ -209,6 +209,7 @@ class Worker:
         return {}
 
     def call(self, data: Any) -> dict:
+        self._leave_timing_cpu()  # a check starts a case: it may build, on every CPU
         output = self.kernel(data)
         if self.cuda:
             fences.synchronize()
@@ -345,6 +346,14 @@ class Worker:
         self._warm_input = None
         if self._cpus:
             self._timing_cpu, _ = cpu_choice.choose_and_pin(self._cpus)
+
+    def _leave_timing_cpu(self) -> None:
+        """Back on every CPU the worker may use; the next timed call starts a case again."""
+        if self._timing_cpu is not None:
+            os.sched_setaffinity(0, self._cpus)
+            self._timing_cpu = None
+        self._case = ""
+        self._warm_input = None
 
     def warm(self, case: str) -> dict:
         """One untimed call on a fresh copy of the case's kept input, so that the timed call the
