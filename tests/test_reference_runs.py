@@ -357,3 +357,44 @@ def test_plugin_says_why_the_reference_could_not_be_timed(pytester, plugin_repo)
     record = benchmark_record(doc)
     assert "speedup" not in record or record["speedup"] is None
     assert "blew up on the big case" in record["reference_error"]
+
+
+def test_the_median_worker_of_several_is_kept_with_every_workers_time():
+    from pytest_kernelboard.evaluation.session import median_worker
+
+    records = [{**timing(m), "rank_us": m} for m in (50.0, 30.0, 90.0)]
+    chosen = median_worker(records)
+    assert chosen["rank_us"] == 50.0 and chosen["mean_us"] == 50.0
+    assert chosen["rank_us_by_worker"] == [50.0, 30.0, 90.0]  # in the order measured
+    assert median_worker(records[:2])["rank_us"] == 50.0  # even: the slower middle one
+    assert "rank_us_by_worker" not in median_worker(records[:1])  # one worker: as before
+    assert "rank_us_by_worker" not in records[0]  # the measured records are left as they were
+
+
+def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
+    """A batch's speedups all hang on one reference timing per case; judge_many's session times
+    it in REFERENCE_WORKERS fresh workers and keeps the median one (evaluation/session.py)."""
+    from pytest_kernelboard.batch.judge import REFERENCE_WORKERS
+    from pytest_kernelboard.evaluation.session import JudgingSession
+
+    task = addone(repo)
+    session = JudgingSession("benchmark", repo, precision=0.2, reference_workers=REFERENCE_WORKERS)
+    judge = session.reference_judge(task)
+    pids: list[int] = []
+    time_case = judge.time_case
+
+    def timing_in_a_worker(*args, **kwargs):
+        measured = time_case(*args, **kwargs)
+        pids.append(judge.worker().process.pid)
+        return measured
+
+    judge.time_case = timing_in_a_worker
+    try:
+        record = session._measure_reference(task, bench_case(task))
+    finally:
+        session.close()
+    assert REFERENCE_WORKERS >= 3
+    assert len(set(pids)) == REFERENCE_WORKERS  # each timing had a worker of its own
+    by_worker = record["rank_us_by_worker"]
+    assert len(by_worker) == REFERENCE_WORKERS
+    assert record["rank_us"] == pytest.approx(sorted(by_worker)[len(by_worker) // 2], abs=1e-3)

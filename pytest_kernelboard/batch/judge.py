@@ -49,6 +49,9 @@ from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
 PREFETCH = 3  # candidates imported ahead of the one being judged
+# Every speedup of a batch hangs on the reference's one timing per case: it is timed in this
+# many fresh workers and the median one kept (a worker's host-bound time moves by about ±20%).
+REFERENCE_WORKERS = 3
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):
@@ -150,7 +153,9 @@ class BatchJudge:
         self.mode = mode
         self.excessive_speedup = excessive_speedup
         self.profile = profile
-        self.session = JudgingSession(mode, root, progress=progress)
+        self.session = JudgingSession(
+            mode, root, progress=progress, reference_workers=REFERENCE_WORKERS
+        )
         self.session.pool.spares = spares if spares is not None else default_spares()
         # Benchmark mode on a GPU takes a kernel census of every candidate (only library
         # kernels?): its workers start the profiler while they start, off the critical path.

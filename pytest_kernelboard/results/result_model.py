@@ -236,6 +236,9 @@ class Timing(Record):
     warm_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
     # The CPUs the worker ran the timed calls on (worker/cpu_choice.py); empty: the scheduler's.
     cpus: tuple[int, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
+    # A reference timed in several workers (a batch's): each one's ranking time; this block is
+    # the median one's (evaluation/session.py).
+    rank_us_by_worker: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
     wall_s: dict[str, float] | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     flags: tuple[str, ...] | Absent = ABSENT
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.
