@@ -264,7 +264,7 @@ class Worker:
                 self._event(enable_timing=True),
             )
         blocker = self._blocker()
-        synced = self.synced and blocker is None  # how this call is timed (set by earlier ones)
+        synced = self.synced  # how this call is timed (set by earlier ones; never blocked)
         start_event, end_event = self.events
         preroll_cycles = int(preroll_us * self.spin_cycles_per_us()) if preroll_us > 0 else 0
         # Time the call on the worker's own copy: memory mapped from the judge through CUDA
@@ -279,13 +279,9 @@ class Worker:
             self._warm_input = None
         elif self._warm_input is None:
             self._warm_input = clone_data(data)  # before the call: pristine
-        # Wake the GPU first: after 20 or 200 ms idle (the judge making and sending this input)
-        # a memory-bound kernel ran 8% slower on an H200 (a 16384² add: 391-396 against 363 µs
-        # back to back, at the same SM clock; 2 ms idle cost nothing), and 2 ms of spinning
-        # brought it back. The wait ends before the flush: none of it is inside the call's
-        # interval or its host time.
-        if _clock() - self._last_synchronized > WAKE_AFTER_IDLE_S:
-            self._sleep(int(WAKE_US * self.spin_cycles_per_us()))
+        # The wait for the wake ends before the flush: none of it is inside the call's interval
+        # or its host time.
+        self._wake_if_idle()
         fences.synchronize()
         if self.before_timed_call is not None:
             self.before_timed_call()  # all ranks start the flush and the events together
@@ -370,14 +366,21 @@ class Worker:
         if self._warm_input is None or not self.cuda:
             return {"warmed": False}
         kept = clone_data(self._warm_input)
-        if _clock() - self._last_synchronized > WAKE_AFTER_IDLE_S:
-            # The GPU wakes here (time_call's reason); the call's host path runs meanwhile.
-            self._sleep(int(WAKE_US * self.spin_cycles_per_us()))
+        self._wake_if_idle()  # the call's host path runs while the GPU spins
         self.kernel(kept)
         del kept
         fences.synchronize()
         self._last_synchronized = _clock()
         return {"warmed": True}
+
+    def _wake_if_idle(self) -> None:
+        """Queue a WAKE_US GPU spin where no timed or warm call has run for WAKE_AFTER_IDLE_S.
+
+        After 20 or 200 ms idle (the judge making and sending an input) a memory-bound kernel
+        ran 8% slower on an H200 (a 16384² add: 391-396 against 363 µs back to back, at the same
+        SM clock; 2 ms idle cost nothing), and 2 ms of spinning brought it back."""
+        if _clock() - self._last_synchronized > WAKE_AFTER_IDLE_S:
+            self._sleep(int(WAKE_US * self.spin_cycles_per_us()))
 
     def _blocker(self) -> Any:
         """The stream blocker, made once; None where blocking is off or cannot work here."""
