@@ -202,6 +202,9 @@ def report_batch(args: argparse.Namespace) -> int:
         missing = sorted(set(expected) - {r["id"] for r in records})
         runs.append((wall, records, wrong, missing))
         print(f"\nrun {index + 1}: {len(records)} records in {wall:.1f} s")
+        for line in (out / f"judge-{index + 1}.log").read_text().splitlines():
+            if "(reference)" in line:  # its time in each worker that timed it
+                print("  " + line)
         print(verdict_table(records))
         if wrong:
             print(f"\nverdicts not as expected ({len(wrong)}):")

@@ -162,6 +162,7 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         for key in ('timing', 'reference_timing'):
             t = c.get(key) or {}
             print(c['id'], key, 'n', t.get('n'), 'us', t.get('rank_us'), t.get('flags'),
+                  t.get('stop_reason'), 'warm', t.get('warm_calls'), 'elapsed', t.get('elapsed_s'),
                   t.get('wall_s'))" \
             "$OUT/hostprof.json" 2>&1 | tee -a "$OUT/hostprof.log"
         ;;

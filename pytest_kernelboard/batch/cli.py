@@ -25,6 +25,10 @@ class BatchProgress(Progress):
         self.started = time.monotonic()
         self.done = self.correct = self.faster = 0
 
+    def case_timed(self, label: str, line: str) -> None:
+        self.stream.write(f"{label}: {line}\n")
+        self.stream.flush()
+
     def record(self, record: dict[str, Any]) -> None:
         self.done += 1
         self.correct += bool(record["correct"])

@@ -188,7 +188,14 @@ class JudgingSession:
             raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
         finally:
             judge.release_cached_memory(windows=True)
-        return median_worker(records)
+        chosen = median_worker(records)
+        if self.progress is not None and len(records) > 1:
+            self.progress.case_timed(
+                f"{task.name} {case.kind}[{case.id}] (reference)",
+                f"{rank_us(chosen):.2f} us, the median of workers at "
+                + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"]),
+            )
+        return chosen
 
     def _progress_for(self, task: TaskSpec, case: Case, reference: bool):
         if self.progress is None:
