@@ -246,3 +246,22 @@ def test_a_finished_batch_leaves_no_spare_worker_starting(core_repo):
         assert judge.session.pool.spare_workers() == []
     finally:
         judge.close()
+
+
+def test_the_command_shows_the_cores_progress_lines(monkeypatch, capsys):
+    """`kernelboard judge` hands its progress to the core, so the reference's line (its time in
+    each worker) reaches stderr beside the per-candidate lines."""
+    import argparse
+
+    from pytest_kernelboard.batch import cli
+
+    def judging(leaderboard, candidates, progress=None, **kwargs):
+        progress.case_timed("addone benchmark[n=4] (reference)", "1.00 us, the median of ...")
+        return iter(())
+
+    monkeypatch.setattr(cli, "judge_many", judging)
+    monkeypatch.setattr(cli, "load_candidates", lambda paths: [])
+    args = argparse.Namespace(candidates=[], out=None, root=None, ray=None, leaderboard="addone")
+    args.mode, args.gpus, args.excessive_speedup, args.profile = "benchmark", None, 10.0, False
+    assert cli.run(args) == 0
+    assert "addone benchmark[n=4] (reference): 1.00 us" in capsys.readouterr().err

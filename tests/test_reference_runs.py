@@ -377,8 +377,20 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     from pytest_kernelboard.batch.judge import REFERENCE_WORKERS
     from pytest_kernelboard.evaluation.session import JudgingSession
 
+    from pytest_kernelboard.evaluation.progress import Progress
+
+    class Lines(Progress):
+        def __init__(self):
+            self.lines: list[tuple[str, str]] = []
+
+        def case_timed(self, label: str, line: str) -> None:
+            self.lines.append((label, line))
+
     task = addone(repo)
-    session = JudgingSession("benchmark", repo, precision=0.2, reference_workers=REFERENCE_WORKERS)
+    shown = Lines()
+    session = JudgingSession(
+        "benchmark", repo, precision=0.2, reference_workers=REFERENCE_WORKERS, progress=shown
+    )
     judge = session.reference_judge(task)
     pids: list[int] = []
     time_case = judge.time_case
@@ -398,3 +410,7 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     by_worker = record["rank_us_by_worker"]
     assert len(by_worker) == REFERENCE_WORKERS
     assert record["rank_us"] == pytest.approx(sorted(by_worker)[len(by_worker) // 2], abs=1e-3)
+    # The progress names each worker's time: the spread every speedup of the batch hangs on.
+    [(label, line)] = shown.lines
+    assert label.endswith("(reference)")
+    assert line.endswith(", ".join(f"{t:.2f}" for t in by_worker))

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     progress = BatchProgress(len(candidates), sys.stderr)
     records: list[dict[str, Any]] = []
     try:
-        for record in _records(args, candidates):
+        for record in _records(args, candidates, progress):
             out.write(json.dumps(record) + "\n")
             out.flush()
             records.append({k: record[k] for k in ("mode", "correct", "speedup")})
@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _records(args: argparse.Namespace, candidates: list) -> Iterator[dict[str, Any]]:
+def _records(
+    args: argparse.Namespace, candidates: list, progress: Progress
+) -> Iterator[dict[str, Any]]:
     root = Path(args.root) if args.root else None
     if args.ray:
         from .ray_judges import judge_many_on_ray
@@ -86,6 +88,7 @@ def _records(args: argparse.Namespace, candidates: list) -> Iterator[dict[str, A
         root=root,
         gpus=args.gpus,
         excessive_speedup=args.excessive_speedup,
+        progress=progress,
         profile=args.profile,
     )
 
