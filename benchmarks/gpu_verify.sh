@@ -31,6 +31,8 @@
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
 # noise      benchmarks/process_noise.py: a host-bound call's host time from process to process,
 #            two live processes taking turns, and each call on the next CPU
+# gaps       benchmarks/process_noise.py --gaps: a blocked call's host time after a sleep, a busy
+#            wait, a memory touch or a warm call, per process (what cools a judged call's host path)
 # placement  benchmarks/placement_probe.py: a 16384² add's time by where its buffers lie and
 #            by how long the GPU idled before it
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
@@ -176,6 +178,11 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         run_stage noise 200 python benchmarks/process_noise.py --processes 6 --cpus -2
         run_stage noise 200 python benchmarks/process_noise.py --ring 8 --calls 300
         cat "$OUT/noise.log"
+        ;;
+    gaps)
+        run_stage gaps 200 python benchmarks/process_noise.py --gaps "${GAP_MS:-3}" --processes 6 \
+            --calls 100
+        cat "$OUT/gaps.log"
         ;;
     placement)
         run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 3

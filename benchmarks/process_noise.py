@@ -1,6 +1,6 @@
 """How much a launch-bound call's host time moves from one process to the next on this machine.
 
-    python benchmarks/process_noise.py [--processes 8] [--calls 300] [--cpus 2,10] [--modes]
+    python benchmarks/process_noise.py [--processes 8] [--calls 300] [--cpus 2,10] [--modes] [--gaps MS]
 
 Starts the same small program in fresh processes, one after another: each times `--calls`
 calls of a five-launch PyTorch module (a GEMM and its epilogue, KernelBench level-2 sized) by
@@ -26,6 +26,13 @@ per-process spread then vanishes, it came from where the process's memory landed
 alone; after the judge's L2 flush; after the flush with the stream held by the blocking
 kernel (worker/blocking.py), as a timed call runs. A host time that grows under the blocking
 kernel is time the harness adds to a host-bound call.
+
+`--gaps MS` (GPU) times the blocked call (flush, blocking kernel, call) in each process after
+what comes before a judged call: nothing (a loop), MS of sleep, MS of busy waiting, MS of
+touching 32 MiB of host memory, and an untimed warm call followed by MS of sleep or of busy
+waiting (or of sleep, then the worker's 2 ms GPU wake spin, waited for), interleaved, each process on its fastest CPU (worker/cpu_choice.py). If the sleeps
+read far above the loop and the busy waits near it, an idle CPU between the calls is what
+makes a judged host-bound call slow; if the memory touch does, it is the cache.
 """
 
 from __future__ import annotations
@@ -117,6 +124,80 @@ for i in range(int(sys.argv[1]) + 20):
 print(json.dumps({m: statistics.median(t) for m, t in times.items()}))
 """
 )
+
+
+GAPS = (
+    MODULE
+    + r"""
+import json, os, statistics, sys, time
+from pytest_kernelboard.worker.blocking import StreamBlocker
+from pytest_kernelboard.worker import cpu_choice
+cpu, _ = cpu_choice.choose_and_pin(cpu_choice.allowed_cpus())
+flush = torch.zeros((64 << 20) // 8, dtype=torch.int64, device="cuda")
+sink = torch.zeros((), dtype=torch.int64, device="cuda")
+host = bytearray(32 << 20)
+zeros = bytes(len(host))
+blocker = StreamBlocker(torch)
+gap = float(sys.argv[2]) / 1e3
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+def warm():
+    with torch.no_grad():
+        call()
+    torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+for _ in range(3):
+    start.record(); torch.cuda._sleep(1_000_000); end.record(); torch.cuda.synchronize()
+cycles_per_us = 1_000_000 / (start.elapsed_time(end) * 1e3)
+def wake():  # the worker's wake: a 2 ms GPU spin, waited for (worker/main.py)
+    torch.cuda._sleep(int(2000 * cycles_per_us))
+    torch.cuda.synchronize()
+before = {
+    "loop": lambda: None,
+    "sleep": lambda: time.sleep(gap),
+    "busy": lambda: busy(gap),
+    "touch": lambda: host.__setitem__(slice(None), zeros),
+    "warm+sleep": lambda: (warm(), time.sleep(gap)),
+    "warm+busy": lambda: (warm(), busy(gap)),
+    "warm+sleep+wake": lambda: (warm(), time.sleep(gap), wake()),
+}
+times = {k: [] for k in before}
+for i in range(int(sys.argv[1]) + 10):
+    for mode, prepare in before.items():
+        prepare()
+        torch.sum(flush, dim=0, out=sink)
+        blocker.block()
+        started = time.perf_counter()
+        with torch.no_grad():
+            call()
+        took = (time.perf_counter() - started) * 1e6
+        blocker.release()
+        torch.cuda.synchronize()
+        if i >= 10:
+            times[mode].append(took)
+print(json.dumps({"cpu": cpu, **{m: statistics.median(t) for m, t in times.items()}}))
+"""
+)
+
+
+def gaps(calls: int, processes: int, gap_ms: float) -> None:
+    """Per process: the blocked call's host time after each kind of gap (see the module doc)."""
+    rows = []
+    for _ in range(processes):
+        out = subprocess.run(
+            [sys.executable, "-c", GAPS, str(calls), str(gap_ms)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        row = json.loads(out.strip().splitlines()[-1])
+        rows.append(row)
+        cpu = row.pop("cpu")
+        print(f"CPU {cpu}: " + "  ".join(f"{mode} {us:6.1f}" for mode, us in row.items()))
+    for mode in rows[0]:
+        print(f"{mode:11s} {spread([row[mode] for row in rows])}")
 
 
 FIXED_LAYOUT = ["setarch", "x86_64", "--addr-no-randomize"]
@@ -237,7 +318,11 @@ def main() -> None:
     parser.add_argument("--ring", type=int, default=0, help="turns of two live processes")
     parser.add_argument("--fixed-layout", action="store_true", help="no ASLR, one hash seed")
     parser.add_argument("--per-cpu", type=int, default=0, help="sweeps over the CPUs (GPU)")
+    parser.add_argument("--gaps", type=float, default=0, help="ms before each call (GPU)")
     args = parser.parse_args()
+    if args.gaps:
+        gaps(args.calls, args.processes, args.gaps)
+        return
     if args.per_cpu:
         per_cpu(args.calls, args.per_cpu)
         return
