@@ -375,9 +375,9 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     """A batch's speedups all hang on one reference timing per case; judge_many's session times
     it in REFERENCE_WORKERS fresh workers and keeps the median one (evaluation/session.py)."""
     from pytest_kernelboard.batch.judge import REFERENCE_WORKERS
-    from pytest_kernelboard.evaluation.session import JudgingSession
-
     from pytest_kernelboard.evaluation.progress import Progress
+    from pytest_kernelboard.evaluation.session import JudgingSession
+    from pytest_kernelboard.stats.between_workers import spread
 
     class Lines(Progress):
         def __init__(self):
@@ -413,4 +413,9 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     # The progress names each worker's time: the spread every speedup of the batch hangs on.
     [(label, line)] = shown.lines
     assert label.endswith("(reference)")
-    assert line.endswith(", ".join(f"{t:.2f}" for t in by_worker))
+    assert ", ".join(f"{t:.2f}" for t in by_worker) in line
+    # Their spread is measured, and the kept timing's interval holds it (stats/between_workers).
+    assert record["between_workers_rsd"] == pytest.approx(spread(by_worker), abs=1e-3)
+    (low, high), (within_low, within_high) = record["rank_ci95_us"], record["rank_ci95_within_us"]
+    assert low <= within_low and high >= within_high
+    assert f"(spread {100 * record['between_workers_rsd']:.1f}%)" in line

@@ -50,8 +50,10 @@ MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
 PREFETCH = 3  # candidates imported ahead of the one being judged
 # Every speedup of a batch hangs on the reference's one timing per case: it is timed in this
-# many fresh workers and the median one kept (a worker's host-bound time moves by about ±20%).
-REFERENCE_WORKERS = 3
+# many fresh workers and the median one kept (a worker's host-bound time moves by about ±20%);
+# their spread widens each candidate's interval (stats/between_workers.py). Five give the
+# spread four degrees of freedom (t = 2.78; three would give two, t = 4.30).
+REFERENCE_WORKERS = 5
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):

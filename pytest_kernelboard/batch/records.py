@@ -80,6 +80,9 @@ class CaseFeedback(Record):
     # On a GPU: most timed calls were charged their host time (launches, Python), not their
     # device time. Such a time moves with the process far more than its interval shows.
     host_bound: bool | None = None
+    # The case's time moves this much (sd of log time) from one worker to the next, measured by
+    # the reference's workers; ci95_us holds it (stats/between_workers.py).
+    between_workers_rsd: float | None = None
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
@@ -130,6 +133,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         speedup=outcome.speedup,
         stop_reason=(timing or {}).get("stop_reason"),
         host_bound=host_bound(timing),
+        between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
     )

@@ -24,6 +24,7 @@ from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
+from ..stats import between_workers
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..worker.client import WorkerFailure, WorkerPool
@@ -189,11 +190,17 @@ class JudgingSession:
         finally:
             judge.release_cached_memory(windows=True)
         chosen = median_worker(records)
-        if self.progress is not None and len(records) > 1:
+        relative_spread = between_workers.spread([rank_us(r) for r in records])
+        if relative_spread is not None and chosen.get("rank_ci95_us"):
+            chosen = between_workers.widened(
+                chosen, relative_spread, len(records), median_of=len(records)
+            )
+        if self.progress is not None and relative_spread is not None:
             self.progress.case_timed(
                 f"{task.name} {case.kind}[{case.id}] (reference)",
                 f"{rank_us(chosen):.2f} us, the median of workers at "
-                + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"]),
+                + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"])
+                + f" (spread {100 * relative_spread:.1f}%)",
             )
         return chosen
 

@@ -16,6 +16,7 @@ from ..judge.evalpy import EvalPyJudge, is_evalpy_task
 from ..spec.cases import TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
+from ..stats import between_workers
 from ..worker.client import WorkerPool, WorkerProcess
 from .messages import explain
 
@@ -100,6 +101,8 @@ class SubmissionEvaluation:
         if found is not None:  # which reference run the speedup came from; it keeps the samples
             outcome.reference_timing = found.summary
             outcome.details["reference_run"] = dict(found.provenance)
+            if outcome.timing:  # one worker's time: the reference's workers say how far it moves
+                outcome.timing = between_workers.one_worker(outcome.timing, found.summary)
         failure = session.references.failure(task, case)
         if outcome.passed and found is None and failure:
             outcome.details["reference_error"] = failure

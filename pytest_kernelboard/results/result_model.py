@@ -239,6 +239,11 @@ class Timing(Record):
     # A reference timed in several workers (a batch's): each one's ranking time; this block is
     # the median one's (evaluation/session.py).
     rank_us_by_worker: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_NONNEG_ITEMS)
+    # The relative spread (sd of log times) of those workers' times; where it is known,
+    # rank_ci95_us also holds it (stats/between_workers.py) and the samples' own interval is
+    # rank_ci95_within_us. A submission's timing carries its reference's.
+    between_workers_rsd: float | Absent = field(default=ABSENT, metadata=_NONNEG)
+    rank_ci95_within_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_PAIR)
     wall_s: dict[str, float] | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     flags: tuple[str, ...] | Absent = ABSENT
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.

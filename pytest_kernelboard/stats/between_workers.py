@@ -1,0 +1,66 @@
+"""How far a case's time moves from one worker process to the next, and intervals that hold it.
+
+A launch-bound call's time is its host time, and on a shared machine that moves from one fresh
+worker to the next by far more than one worker's samples show: in one batch on an H200,
+candidates with the reference's own device work read 130 - 216 µs in as many workers, each
+with an interval of about ±5% (docs/benchmarks.md, fourteenth session). A run that times the
+reference on a case in several fresh workers measures that spread; a time taken in one worker
+then gets an interval for where another worker's time of the same code could fall (a
+prediction interval), not only for where its own samples' median lies.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .stats import student_t_critical
+
+# The median of k workers' times has a standard error about sqrt(pi / 2) / sqrt(k) of one
+# worker's (the asymptotic efficiency of the median of normal values).
+_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
+
+
+def spread(times_us: Sequence[float]) -> float | None:
+    """The relative spread of one case's time over workers: the sample standard deviation of
+    the log times. None below two workers, or with a time that is not positive."""
+    if len(times_us) < 2 or min(times_us) <= 0:
+        return None
+    return statistics.stdev(math.log(t) for t in times_us)
+
+
+def widened(
+    timing: Mapping[str, Any], relative_spread: float, workers: int, median_of: int = 1
+) -> dict[str, Any]:
+    """The timing with its ranking interval widened by the spread between workers.
+
+    `relative_spread` was measured over `workers` workers (spread()); the timing is one
+    worker's (median_of=1) or the median of `median_of` workers'. The interval's half-width
+    becomes sqrt(h^2 + b^2): h its samples' own half-width, b = t(0.975, workers - 1) * s * m *
+    f, m the ranking time, s the spread and f 1 or sqrt(pi/2)/sqrt(median_of). Its samples'
+    interval stays as `rank_ci95_within_us`, the spread as `between_workers_rsd`.
+    """
+    low, high = (float(x) for x in timing["rank_ci95_us"])
+    center = float(timing["rank_us"])
+    factor = 1.0 if median_of <= 1 else _MEDIAN_SE_FACTOR / math.sqrt(median_of)
+    between = student_t_critical(workers - 1) * relative_spread * center * factor
+    below = math.hypot(center - low, between)
+    above = math.hypot(high - center, between)
+    return {
+        **timing,
+        "rank_ci95_us": [max(0.0, center - below), center + above],
+        "rank_ci95_within_us": [low, high],
+        "between_workers_rsd": relative_spread,
+    }
+
+
+def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
+    """One worker's timing of a case, widened by the spread the reference's workers measured on
+    it (unchanged where the reference was timed in one worker)."""
+    relative_spread = reference.get("between_workers_rsd")
+    workers = len(reference.get("rank_us_by_worker") or ())
+    if relative_spread is None or workers < 2 or not timing.get("rank_ci95_us"):
+        return timing
+    return widened(timing, float(relative_spread), workers)
