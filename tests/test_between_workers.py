@@ -71,3 +71,6 @@ def test_a_batch_record_shows_the_spread_and_the_widened_interval():
     feedback = case_feedback(case, CaseOutcome("passed", timing=wide, speedup=1.0))
     assert feedback.between_workers_rsd == 0.10
     assert feedback.ci95_us == tuple(wide["rank_ci95_us"])
+    assert feedback.ci95_within_us == (97.0, 104.0)
+    plain = case_feedback(case, CaseOutcome("passed", timing=timing(100.0, 97.0, 104.0)))
+    assert plain.ci95_us == plain.ci95_within_us == (97.0, 104.0)

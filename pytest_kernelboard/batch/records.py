@@ -74,6 +74,9 @@ class CaseFeedback(Record):
     message: str
     time_us: float | None = None  # the ranking statistic (median per call)
     ci95_us: tuple[float, ...] | None = None
+    # The interval of this worker's samples alone (ci95_us also holds the spread between workers
+    # where the reference's workers measured it).
+    ci95_within_us: tuple[float, ...] | None = None
     reference_us: float | None = None
     speedup: float | None = None
     stop_reason: str | None = None
@@ -128,7 +131,9 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         status=Status(outcome.status),
         message=outcome.message,
         time_us=rank_us(timing) if timing else None,
-        ci95_us=tuple(timing["rank_ci95_us"]) if timing and timing.get("rank_ci95_us") else None,
+        ci95_us=_interval(timing, "rank_ci95_us"),
+        ci95_within_us=_interval(timing, "rank_ci95_within_us")
+        or _interval(timing, "rank_ci95_us"),
         reference_us=rank_us(reference) if reference else None,
         speedup=outcome.speedup,
         stop_reason=(timing or {}).get("stop_reason"),
@@ -137,6 +142,10 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
     )
+
+
+def _interval(timing: Mapping[str, Any] | None, key: str) -> tuple[float, ...] | None:
+    return tuple(timing[key]) if timing and timing.get(key) else None
 
 
 def host_bound(timing: Mapping[str, Any] | None) -> bool | None:
