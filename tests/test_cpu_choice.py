@@ -61,7 +61,7 @@ from pytest_kernelboard.worker.main import Worker
 worker = Worker(conn=None)
 worker._cpus = frozenset(os.sched_getaffinity(0))  # on a CPU machine the worker never pins
 worker.kernel = lambda data: data + 1
-worker._start_case("benchmark[0]")
+worker._enter_case("benchmark[0]")
 pinned = sorted(os.sched_getaffinity(0))
 reply = worker.call(1)
 print(json.dumps({"pinned": pinned, "after_check": sorted(os.sched_getaffinity(0)),

@@ -81,7 +81,8 @@ class CaseFeedback(Record):
     speedup: float | None = None
     stop_reason: str | None = None
     # On a GPU: most timed calls were charged their host time (launches, Python), not their
-    # device time. Such a time moves with the process far more than its interval shows.
+    # device time. Such a time moves with the process far more than its own samples show (in a
+    # batch, ci95_us holds that spread as the reference's workers measured it).
     host_bound: bool | None = None
     # The case's time moves this much (sd of log time) from one worker to the next, measured by
     # the reference's workers; ci95_us holds it (stats/between_workers.py).

@@ -191,7 +191,7 @@ class JudgingSession:
             judge.release_cached_memory(windows=True)
         chosen = median_worker(records)
         relative_spread = between_workers.spread([rank_us(r) for r in records])
-        if relative_spread is not None and chosen.get("rank_ci95_us"):
+        if relative_spread is not None:
             chosen = between_workers.widened(
                 chosen, relative_spread, len(records), median_of=len(records)
             )

@@ -40,8 +40,11 @@ def widened(
     worker's (median_of=1) or the median of `median_of` workers'. The interval's half-width
     becomes sqrt(h^2 + b^2): h its samples' own half-width, b = t(0.975, workers - 1) * s * m *
     f, m the ranking time, s the spread and f 1 or sqrt(pi/2)/sqrt(median_of). Its samples'
-    interval stays as `rank_ci95_within_us`, the spread as `between_workers_rsd`.
+    interval stays as `rank_ci95_within_us`, the spread as `between_workers_rsd`. A timing
+    without a ranking interval is returned as it is.
     """
+    if not timing.get("rank_ci95_us"):
+        return dict(timing)
     low, high = (float(x) for x in timing["rank_ci95_us"])
     center = float(timing["rank_us"])
     factor = 1.0 if median_of <= 1 else _MEDIAN_SE_FACTOR / math.sqrt(median_of)
@@ -61,6 +64,6 @@ def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str
     it (unchanged where the reference was timed in one worker)."""
     relative_spread = reference.get("between_workers_rsd")
     workers = len(reference.get("rank_us_by_worker") or ())
-    if relative_spread is None or workers < 2 or not timing.get("rank_ci95_us"):
+    if relative_spread is None or workers < 2:
         return timing
     return widened(timing, float(relative_spread), workers)

@@ -273,8 +273,7 @@ class Worker:
         # memory the worker alone writes), and a second one would double the inputs' memory.
         if not self.windows:
             data = clone_data(data)
-        if case != self._case:
-            self._start_case(case)
+        self._enter_case(case)
         if not keep:
             self._warm_input = None
         elif self._warm_input is None:
@@ -336,8 +335,10 @@ class Worker:
             "cpu": -1 if self._timing_cpu is None else self._timing_cpu,
         }
 
-    def _start_case(self, case: str) -> None:
+    def _enter_case(self, case: str) -> None:
         """A new case: nothing kept from the last one, and its timed calls on the fastest CPU."""
+        if case == self._case:
+            return
         self._case = case
         self._warm_input = None
         if self._cpus:
@@ -361,8 +362,7 @@ class Worker:
         result cached by address, shape or content here cannot answer the timed call. Without a
         kept input (the case's first warm request) it does nothing.
         """
-        if case != self._case:
-            self._start_case(case)
+        self._enter_case(case)
         if self._warm_input is None or not self.cuda:
             return {"warmed": False}
         kept = clone_data(self._warm_input)
