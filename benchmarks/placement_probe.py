@@ -14,6 +14,17 @@ each call, for several placements of a, b and c:
 Each placement is made `--sets` times afresh; each line is one set's median and range (µs).
 If one placement reads the slow value and another the fast one, the placement is the cause.
 
+`--pages` places a, b and c in VMM memory mapped at chosen addresses, to tell whether the
+alignment of the mapping (which decides the page size the GPU's MMU can use) is the cause:
+- `vmm@0`      one allocation mapped where the driver puts it (as a window is mapped today)
+- `vmm@1G`     the same mapped at a multiple of 1 GiB
+- `vmm@1G+2M`  the same mapped 2 MiB past a multiple of 1 GiB (2 MiB pages at most)
+- `attach@0`   the allocation exported and mapped a second time, where the driver puts it (as a
+               worker maps the judge's window), the tensors on the second mapping
+- `vmm-KM`     one K MiB allocation per K MiB of the range (K = 2, 64, 512), mapped side by
+               side at 1 GiB
+Each line gives the mapping's address modulo 1 GiB.
+
 `--gaps` instead keeps torch's placement and idles the GPU before each call, as a judged call
 does while the judge makes and sends the next input: `--gap-ms` of host sleep, then nothing,
 or a GPU spin of 0.2 or 2 ms before the flush. Each line also gives the SM clock NVML read
@@ -30,6 +41,7 @@ import time
 import pynvml
 import torch
 
+from pytest_kernelboard.worker import cuda_vmm
 from pytest_kernelboard.worker.window import Window, region
 
 
@@ -107,6 +119,90 @@ def gaps(n: int, calls: int, sets: int, gap_ms: float) -> None:
             )
 
 
+GIB, MIB2 = 1 << 30, 2 << 20
+
+
+class Mapping:
+    """One range of device memory placed as a `--pages` placement says; close() undoes it."""
+
+    def __init__(self, name: str, size: int):
+        size = -(-size // MIB2) * MIB2
+        self.size = size
+        self.cleanup: list = []
+        if name.startswith("vmm-"):
+            piece = int(name[4:-1]) << 20
+            self.address = self._reserved(size, GIB, 0)
+            for offset in range(0, size, piece):
+                handle = cuda_vmm.create(piece, 0)
+                cuda_vmm.map_at(self.address + offset, handle, piece, 0)
+                cuda_vmm.release(handle)  # the mapping keeps it
+            self.cleanup += [
+                lambda offset=offset: cuda_vmm.unmap_range(self.address + offset, piece)
+                for offset in range(0, size, piece)
+            ]
+            return
+        handle = cuda_vmm.create(size, 0)
+        if name == "attach@0":
+            first = cuda_vmm.map_readwrite(handle, size, 0)
+            second = cuda_vmm.import_fd(cuda_vmm.export_fd(handle))
+            self.address = cuda_vmm.map_readwrite(second, size, 0)
+            cuda_vmm.release(second)
+            self.cleanup += [lambda: cuda_vmm.unmap(first, size)]
+            self.cleanup += [lambda: cuda_vmm.unmap(self.address, size)]
+        elif name == "vmm@0":
+            self.address = cuda_vmm.map_readwrite(handle, size, 0)
+            self.cleanup.append(lambda: cuda_vmm.unmap(self.address, size))
+        else:
+            skew = MIB2 if name.endswith("+2M") else 0
+            self.address = self._reserved(size, GIB, skew)
+            cuda_vmm.map_at(self.address, handle, size, 0)
+            self.cleanup.append(lambda: cuda_vmm.unmap_range(self.address, size))
+        cuda_vmm.release(handle)
+
+    def _reserved(self, size: int, alignment: int, skew: int) -> int:
+        base = cuda_vmm.reserve(size + alignment, alignment)
+        self.cleanup.append(lambda: cuda_vmm.free_range(base, size + alignment))
+        return base + skew
+
+    def bytes(self) -> torch.Tensor:
+        return region(Window(None, self.address, self.size, 0), 0, self.size)
+
+    def close(self) -> None:
+        torch.cuda.synchronize()
+        for undo in reversed(self.cleanup):
+            undo()
+
+
+PAGE_PLACEMENTS = ["vmm@0", "vmm@1G", "vmm@1G+2M", "attach@0", "vmm-2M", "vmm-64M", "vmm-512M"]
+
+
+def pages(n: int, calls: int, sets: int, sequence: bool) -> None:
+    nbytes = n * n * 2
+    for _ in range(sets):
+        for name in ["torch", *PAGE_PLACEMENTS]:
+            mapping = None
+            if name == "torch":
+                a, b, c = (torch.empty(n, n, dtype=torch.float16, device="cuda") for _ in "abc")
+                where = a.data_ptr()
+            else:
+                mapping = Mapping(name, 3 * nbytes)
+                a, b, c = views(mapping.bytes(), n, 0)
+                where = mapping.address
+            a.normal_(), b.normal_()
+            times = timed(a, b, c, calls)
+            if sequence:
+                print("  calls:", " ".join(f"{t:.0f}" for t in times))
+            print(
+                f"{name:10s} median {statistics.median(times):8.2f} min {min(times):8.2f} "
+                f"max {max(times):8.2f}  (mapped at {where % GIB >> 20} MiB mod 1 GiB)",
+                flush=True,
+            )
+            del a, b, c
+            if mapping is not None:
+                mapping.close()
+            torch.cuda.empty_cache()
+
+
 PLACEMENTS = ["torch", "torch-one", "window", "window+4", "window+64", "window+2052"]
 
 
@@ -116,9 +212,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=15)
     parser.add_argument("--sets", type=int, default=6)
     parser.add_argument("--gaps", action="store_true", help="idle gaps instead of placements")
+    parser.add_argument("--pages", action="store_true", help="VMM mappings by alignment")
     parser.add_argument("--gap-ms", type=float, default=20.0)
     parser.add_argument("--sequence", action="store_true", help="print every call's time")
     args = parser.parse_args()
+    if args.pages:
+        pages(args.n, args.calls, args.sets, args.sequence)
+        return
     if args.gaps:
         gaps(args.n, args.calls, args.sets, args.gap_ms)
         return

@@ -142,38 +142,72 @@ def release(handle: int) -> None:
     _check(driver, "cuMemRelease", driver.cuMemRelease(ctypes.c_ulonglong(handle)))
 
 
-def map_readwrite(handle: int, size: int, device: int) -> int:
-    """Map the whole allocation at a fresh address of this process, readable and writable
-    from `device`; returns the address."""
+def reserve(size: int, alignment: int = 0) -> int:
+    """A fresh range of `size` bytes of this process's device address space, starting at a
+    multiple of `alignment` (0: the driver's choice); returns its address."""
     driver = _driver()
     address = ctypes.c_ulonglong()
     result = driver.cuMemAddressReserve(
-        ctypes.byref(address), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_ulonglong(0), 0
+        ctypes.byref(address),
+        ctypes.c_size_t(size),
+        ctypes.c_size_t(alignment),
+        ctypes.c_ulonglong(0),
+        0,
     )
     _check(driver, "cuMemAddressReserve", result)
-    try:
-        result = driver.cuMemMap(
-            address, ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_ulonglong(handle), 0
-        )
-        _check(driver, "cuMemMap", result)
-        access = _AccessDesc(_Location(_LOCATION_DEVICE, device), _ACCESS_READ_WRITE)
-        result = driver.cuMemSetAccess(
-            address, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)
-        )
-        _check(driver, "cuMemSetAccess", result)
-    except CudaDriverError:
-        driver.cuMemUnmap(address, ctypes.c_size_t(size))
-        driver.cuMemAddressFree(address, ctypes.c_size_t(size))
-        raise
     return address.value
+
+
+def map_at(address: int, handle: int, size: int, device: int) -> None:
+    """Map the whole allocation at `address` (inside a reserved range), readable and writable
+    from `device`."""
+    driver = _driver()
+    result = driver.cuMemMap(
+        ctypes.c_ulonglong(address),
+        ctypes.c_size_t(size),
+        ctypes.c_size_t(0),
+        ctypes.c_ulonglong(handle),
+        0,
+    )
+    _check(driver, "cuMemMap", result)
+    access = _AccessDesc(_Location(_LOCATION_DEVICE, device), _ACCESS_READ_WRITE)
+    result = driver.cuMemSetAccess(
+        ctypes.c_ulonglong(address), ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)
+    )
+    if result != 0:
+        driver.cuMemUnmap(ctypes.c_ulonglong(address), ctypes.c_size_t(size))
+    _check(driver, "cuMemSetAccess", result)
+
+
+def map_readwrite(handle: int, size: int, device: int, alignment: int = 0) -> int:
+    """Map the whole allocation at a fresh address of this process (a multiple of
+    `alignment`, 0: the driver's choice), readable and writable from `device`; returns the
+    address."""
+    address = reserve(size, alignment)
+    try:
+        map_at(address, handle, size, device)
+    except CudaDriverError:
+        free_range(address, size)
+        raise
+    return address
 
 
 def unmap(address: int, size: int) -> None:
     """Undo map_readwrite (the caller has synchronised: no kernel may still use it)."""
+    unmap_range(address, size)
+    free_range(address, size)
+
+
+def unmap_range(address: int, size: int) -> None:
+    """Undo one map_at (the caller has synchronised); the address range stays reserved."""
     driver = _driver()
-    _check(
-        driver, "cuMemUnmap", driver.cuMemUnmap(ctypes.c_ulonglong(address), ctypes.c_size_t(size))
-    )
+    result = driver.cuMemUnmap(ctypes.c_ulonglong(address), ctypes.c_size_t(size))
+    _check(driver, "cuMemUnmap", result)
+
+
+def free_range(address: int, size: int) -> None:
+    """Give back a range from reserve() (nothing may still be mapped in it)."""
+    driver = _driver()
     result = driver.cuMemAddressFree(ctypes.c_ulonglong(address), ctypes.c_size_t(size))
     _check(driver, "cuMemAddressFree", result)
 
