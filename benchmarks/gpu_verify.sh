@@ -35,6 +35,11 @@
 #            wait, a memory touch or a warm call, per process (what cools a judged call's host path)
 # placement  benchmarks/placement_probe.py: a 16384² add's time by where its buffers lie and
 #            by how long the GPU idled before it
+# pages      benchmarks/placement_probe.py --pages: the same add on VMM mappings by alignment (the
+#            page size the GPU's MMU can use for them)
+# scrub      benchmarks/scrub_probe.py: a large add's time right after memory was freed (the
+#            driver's scrubbing), then the 16384² vectoradd case judged with and without the wait
+#            for it (SCRUB_JUDGED times each)
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
@@ -189,6 +194,16 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 1 --gap-ms 2
         run_stage placement 200 python benchmarks/placement_probe.py --sets 2
         cat "$OUT/placement.log"
+        ;;
+    pages)
+        run_stage pages 200 python benchmarks/placement_probe.py --pages --sets "${PAGE_SETS:-3}" \
+            --calls "${PAGE_CALLS:-15}" ${PAGE_ARGS:-}
+        cat "$OUT/pages.log"
+        ;;
+    scrub)
+        run_stage scrub 200 python benchmarks/scrub_probe.py --reps 6
+        run_stage scrub 300 python benchmarks/scrub_probe.py --judged "${SCRUB_JUDGED:-4}"
+        cat "$OUT/scrub.log"
         ;;
     inline)
         run_stage inline "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \

@@ -19,7 +19,7 @@ from ..spec.cases import UNSEEN_CALL_INDEX, Case
 from ..spec.task import TaskSpec
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
-from ..worker import window
+from ..worker import scrubbing, window
 from ..worker.builds import write_build_spec
 from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
 from ..worker.cloning import clone_data
@@ -440,7 +440,9 @@ class SubmissionJudge:
 
         if windows and self._worker is not None and self._worker.alive:
             self._worker.release_windows(above=RELEASE_WINDOWS_ABOVE)
+        reserved = torch.cuda.memory_reserved()
         torch.cuda.empty_cache()
+        scrubbing.QUEUE.released(reserved - torch.cuda.memory_reserved())
 
     def _benchmark(
         self,
@@ -485,6 +487,7 @@ class SubmissionJudge:
         preroll_us = preroll_for(self._calibration)
 
         frugal: bool | None = None  # decided on the first timed call's input
+        scrub_waits: list[float] = []
         case_key = f"{case.kind}[{case.id}]"  # the worker keeps per-case state under it
 
         def request_time(
@@ -498,6 +501,9 @@ class SubmissionJudge:
             warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
             sent = worker.private_copy(pristine)
             self.settle()
+            # Memory given back since the last call is still being scrubbed: a timed call
+            # meanwhile would share DRAM with it (worker/scrubbing.py).
+            scrub_waits.append(scrubbing.QUEUE.wait())
             reply = worker.request(
                 Op.TIME,
                 remaining_s,
@@ -529,6 +535,8 @@ class SubmissionJudge:
             case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
         )
         measurement.details["frugal"] = bool(frugal)  # the record says how its calls were judged
+        if any(scrub_waits):  # and how long its calls waited for freed memory to be scrubbed
+            measurement.details["scrub_wait_ms"] = round(sum(scrub_waits) * 1e3, 3)
         self._last_call_us = None
         return measurement
 

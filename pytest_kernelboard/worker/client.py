@@ -23,7 +23,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import digest, forked, pausing, pickles, protocol, sandbox, transport, window, wire
+from . import (
+    digest,
+    forked,
+    pausing,
+    pickles,
+    protocol,
+    sandbox,
+    scrubbing,
+    transport,
+    window,
+    wire,
+)
 from .census import WARM_PROFILER_VARIABLE
 from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
@@ -404,8 +415,9 @@ class WorkerProcess:
             return
         device = self.windows["in"].device
         for direction in list(self.windows):
-            self.request(Op.WINDOW, 120.0, direction=direction, size=0, device=device)
-            self.windows.pop(direction).close()
+            reply = self.request(Op.WINDOW, 120.0, direction=direction, size=0, device=device)
+            scrubbing.QUEUE.released(int(reply.payload.get("released_bytes", 0)))
+            self._close_window(self.windows.pop(direction))
         self._inbound = None
 
     def _share_window(self, direction: str, size: int) -> None:
@@ -425,7 +437,12 @@ class WorkerProcess:
             os.close(fd)
         old, self.windows[direction] = self.windows.get(direction), new
         if old is not None:
-            old.close()
+            self._close_window(old)
+
+    @staticmethod
+    def _close_window(old: window.Window) -> None:
+        old.close()
+        scrubbing.QUEUE.released(old.size)  # the worker has unmapped it: the memory is freed
 
     def request(
         self,
@@ -492,6 +509,8 @@ class WorkerProcess:
                 raise ImportStalled("timeout", stalled)
         elapsed = time.perf_counter() - started
         self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
+        if frugal:  # it gave its cache back before replying: at most what it held
+            scrubbing.QUEUE.released(int(reply.get("peak_bytes", 0)))
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
             raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
@@ -572,7 +591,7 @@ class WorkerProcess:
     def _close_windows(self) -> None:
         for shared in self.windows.values():
             try:
-                shared.close()
+                self._close_window(shared)
             except Exception:  # the device may be gone with the worker; nothing to keep
                 pass
         self.windows = {}

@@ -488,6 +488,7 @@ class Worker:
         and let go of the one it replaces. Size 0: only let go (no descriptor follows)."""
         if size == 0:
             old = self.windows.pop(direction, None)
+            released = 0
             if direction == "in":
                 window.set_receiving(None)
                 self._warm_input = None
@@ -495,10 +496,12 @@ class Worker:
                 # timed) holds nothing of it; the next timed call makes its flush buffer again.
                 self.flush_buffer = None
                 if self.cuda:
+                    reserved = self.torch.cuda.memory_reserved()
                     self.torch.cuda.empty_cache()
+                    released = reserved - self.torch.cuda.memory_reserved()
             if old is not None:
                 old.close()
-            return {}
+            return {"released_bytes": released}  # the judge waits for its scrubbing
         fd = window.receive_fd(self.conn.fileno())
         new = window.Window.attach(fd, size, device)
         old, self.windows[direction] = self.windows.get(direction), new

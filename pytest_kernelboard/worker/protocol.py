@@ -221,6 +221,8 @@ OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
         "synced": bool,  # timed without a pre-roll on an idle GPU: the call synchronises inside
     },
     Op.CALL.value: {"peak_bytes": NUMBER},
+    # released_bytes: the cached device memory a case's end gave back to the driver.
+    Op.WINDOW.value: {"released_bytes": NUMBER},
 }
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 
