@@ -2,7 +2,9 @@
 
     python benchmarks/placement_probe.py [--n 16384] [--calls 15] [--sets 6] [--gaps]
 
-(The two values a judged 16384² add reads: 518 or 603 µs on the H100.)
+(The two values a judged 16384² add read: 518 or 603 µs on the H100, 363 or 403 on the H200.
+Neither placement nor alignment was their cause: the driver scrubbing memory freed just before
+the call was, benchmarks/scrub_probe.py.)
 
 Times `torch.add(a, b, out=c)` on fp16 N x N with CUDA events, the L2 flushed by a read before
 each call, for several placements of a, b and c:
@@ -24,6 +26,12 @@ alignment of the mapping (which decides the page size the GPU's MMU can use) is 
 - `vmm-KM`     one K MiB allocation per K MiB of the range (K = 2, 64, 512), mapped side by
                side at 1 GiB
 Each line gives the mapping's address modulo 1 GiB.
+
+`--small` times the add at N = 1 (three 2-byte tensors) and N = 1024 with its three tensors
+at `--offsets` places in one buffer (each a multiple of 4 KiB, the same place for a, b and c
+plus 1/3 and 2/3 of a 32 MiB stride): each line one place's median of `--calls` calls. If the
+medians move by more than the timer's 32 ns from place to place, where a small call's data lies
+sets its time, and a worker that keeps its inputs in one place reads one of those values.
 
 `--gaps` instead keeps torch's placement and idles the GPU before each call, as a judged call
 does while the judge makes and sends the next input: `--gap-ms` of host sleep, then nothing,
@@ -173,6 +181,32 @@ class Mapping:
             undo()
 
 
+def small(calls: int, places: int) -> None:
+    buffer = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
+    stride = 32 << 20
+    generator = torch.Generator().manual_seed(0)
+    offsets = torch.randint(0, (stride - (2 << 20)) >> 12, (places,), generator=generator)
+    for n in (1, 1024):
+        nbytes = n * n * 2
+        medians = []
+        for offset in (int(o) << 12 for o in offsets):
+            a, b, c = (
+                buffer[offset + i * stride : offset + i * stride + nbytes]
+                .view(torch.float16)
+                .view(n, n)
+                for i in range(3)
+            )
+            a.normal_(), b.normal_()
+            times = timed(a, b, c, calls)
+            medians.append(statistics.median(times))
+            print(f"N={n:5d} at {offset >> 10:6d} KiB: median {medians[-1]:7.3f} us", flush=True)
+        print(
+            f"N={n:5d}: medians over {places} places {min(medians):.3f} - {max(medians):.3f} us "
+            f"(median of medians {statistics.median(medians):.3f})",
+            flush=True,
+        )
+
+
 PAGE_PLACEMENTS = ["vmm@0", "vmm@1G", "vmm@1G+2M", "attach@0", "vmm-2M", "vmm-64M", "vmm-512M"]
 
 
@@ -213,9 +247,14 @@ def main() -> None:
     parser.add_argument("--sets", type=int, default=6)
     parser.add_argument("--gaps", action="store_true", help="idle gaps instead of placements")
     parser.add_argument("--pages", action="store_true", help="VMM mappings by alignment")
+    parser.add_argument("--small", action="store_true", help="small calls by where data lies")
+    parser.add_argument("--offsets", type=int, default=24)
     parser.add_argument("--gap-ms", type=float, default=20.0)
     parser.add_argument("--sequence", action="store_true", help="print every call's time")
     args = parser.parse_args()
+    if args.small:
+        small(args.calls, args.offsets)
+        return
     if args.pages:
         pages(args.n, args.calls, args.sets, args.sequence)
         return
