@@ -75,6 +75,16 @@ def test_nothing_released_nothing_waited():
     assert fake.slept == []
 
 
+def test_a_made_up_release_costs_at_most_the_backlog_bound():
+    """The worker reports its own releases, and a submission can patch what torch tells it:
+    no number it reports makes the judge wait longer than scrubbing a whole GPU takes."""
+    scrubs, fake = queue()
+    scrubs.released(10**18)
+    scrubs.released(10**18)
+    assert scrubs.wait() == pytest.approx(scrubbing.MAX_BACKLOG_S)
+    assert scrubs_ms(141) / 1e3 <= scrubbing.MAX_BACKLOG_S  # a real release is never cut short
+
+
 def test_the_rate_is_below_the_slowest_measured():
     # benchmarks/scrub_probe.py on an H200: 4 GiB scrubbed in about 16 ms, 1 GiB in about 3.
     assert scrubs_ms(4) >= 16
