@@ -83,6 +83,17 @@ def timed(
     return times
 
 
+def report(name: str, times: list[float], where: str, sequence: bool) -> None:
+    """One placement's line: the median and range of its calls (µs), and where it lay."""
+    if sequence:
+        print("  calls:", " ".join(f"{t:.0f}" for t in times))
+    print(
+        f"{name:12s} median {statistics.median(times):8.2f} min {min(times):8.2f} "
+        f"max {max(times):8.2f}  ({where})",
+        flush=True,
+    )
+
+
 def views(buffer: torch.Tensor, n: int, gap: int) -> list[torch.Tensor]:
     nbytes = n * n * 2
     return [
@@ -224,13 +235,7 @@ def pages(n: int, calls: int, sets: int, sequence: bool) -> None:
                 where = mapping.address
             a.normal_(), b.normal_()
             times = timed(a, b, c, calls)
-            if sequence:
-                print("  calls:", " ".join(f"{t:.0f}" for t in times))
-            print(
-                f"{name:10s} median {statistics.median(times):8.2f} min {min(times):8.2f} "
-                f"max {max(times):8.2f}  (mapped at {where % GIB >> 20} MiB mod 1 GiB)",
-                flush=True,
-            )
+            report(name, times, f"mapped at {where % GIB >> 20} MiB mod 1 GiB", sequence)
             del a, b, c
             if mapping is not None:
                 mapping.close()
@@ -267,13 +272,7 @@ def main() -> None:
             a.normal_(), b.normal_()
             times = timed(a, b, c, args.calls)
             ptrs = " ".join(f"{t.data_ptr() % (1 << 30) >> 20:4d}M" for t in (a, b, c))
-            if args.sequence:
-                print("  calls:", " ".join(f"{t:.0f}" for t in times))
-            print(
-                f"{name:12s} median {statistics.median(times):8.2f} min {min(times):8.2f} "
-                f"max {max(times):8.2f}  (address mod 1 GiB: {ptrs})",
-                flush=True,
-            )
+            report(name, times, f"address mod 1 GiB: {ptrs}", args.sequence)
             del a, b, c
             if window is not None:
                 window.close()

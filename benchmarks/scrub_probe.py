@@ -1,6 +1,7 @@
 """Does device memory given back to the driver slow the kernels that run right after?
 
-    python benchmarks/scrub_probe.py [--n 16384] [--reps 4]
+    python benchmarks/scrub_probe.py [--n 16384] [--reps 4] [--sizes 0.5,1,2,4,8] [--no-wake]
+    python benchmarks/scrub_probe.py --judged K
 
 (The two values a judged 16384² add reads: 363 or 403 µs on the H200. Its calls are judged
 frugally: between two timed calls the judge and the worker give their cached memory back to
