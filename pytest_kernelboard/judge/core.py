@@ -440,9 +440,7 @@ class SubmissionJudge:
 
         if windows and self._worker is not None and self._worker.alive:
             self._worker.release_windows(above=RELEASE_WINDOWS_ABOVE)
-        reserved = torch.cuda.memory_reserved()
-        torch.cuda.empty_cache()
-        scrubbing.QUEUE.released(reserved - torch.cuda.memory_reserved())
+        scrubbing.QUEUE.released(scrubbing.empty_cache(torch))
 
     def _benchmark(
         self,
@@ -497,13 +495,14 @@ class SubmissionJudge:
             frugal = is_frugal(pristine) if frugal is None else frugal
             warm = warm and not frugal  # a frugal case's inputs are too large to keep a copy
             trace("time: generated", worker.window_bytes)
+            # Memory given back since the last call is still being scrubbed: a timed call
+            # meanwhile would share DRAM with it (worker/scrubbing.py). Waited for before the
+            # warm call, which helps only right before the timed one.
+            scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
             sent = worker.private_copy(pristine)
             self.settle()
-            # Memory given back since the last call is still being scrubbed: a timed call
-            # meanwhile would share DRAM with it (worker/scrubbing.py).
-            scrub_waits.append(scrubbing.QUEUE.wait())
             reply = worker.request(
                 Op.TIME,
                 remaining_s,

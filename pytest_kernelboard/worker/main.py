@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
-from pytest_kernelboard.worker import cpu_choice, fences, transport, window
+from pytest_kernelboard.worker import cpu_choice, fences, scrubbing, transport, window
 from pytest_kernelboard.worker.builds import (
     guard_torch_extension_builds_on_import,
     load_cuda_submission,
@@ -496,9 +496,7 @@ class Worker:
                 # timed) holds nothing of it; the next timed call makes its flush buffer again.
                 self.flush_buffer = None
                 if self.cuda:
-                    reserved = self.torch.cuda.memory_reserved()
-                    self.torch.cuda.empty_cache()
-                    released = reserved - self.torch.cuda.memory_reserved()
+                    released = scrubbing.empty_cache(self.torch)
             if old is not None:
                 old.close()
             return {"released_bytes": released}  # the judge waits for its scrubbing

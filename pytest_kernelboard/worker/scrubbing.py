@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 GiB = 1 << 30
 # 0.2 GiB per ms: the H200 scrubbed 1-2 GiB at 0.33-0.44 GiB/ms, 4-8 GiB at 0.25-0.3.
@@ -58,6 +59,13 @@ class ScrubQueue:
             return 0.0
         self.sleep(remaining)
         return remaining
+
+
+def empty_cache(torch: Any) -> int:
+    """Give torch's cached, unused device memory back to the driver; the bytes it gave."""
+    reserved = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    return reserved - torch.cuda.memory_reserved()
 
 
 # One per judging process: its GPU's releases (a multi-GPU judge's waits cover all of them).
