@@ -158,6 +158,31 @@ def test_a_rank_killed_mid_call_fails_that_case_alone(task, modules):
         judge.close()
 
 
+class _Peer:
+    """A rank as the group sees it: alive until `dies_at` (perf_counter), None never dies."""
+
+    def __init__(self, dies_at: float | None):
+        self.dies_at = dies_at
+
+    @property
+    def alive(self) -> bool:
+        return self.dies_at is None or time.perf_counter() < self.dies_at
+
+
+def test_an_error_reply_waits_briefly_for_the_peer_whose_death_caused_it():
+    # The peer's sockets close (and rank 0's collective fails) a moment before the peer reads
+    # as exited: the death, not the error it caused, is the case's failure.
+    from pytest_kernelboard.judge import distributed
+
+    group = distributed.RankGroup.__new__(distributed.RankGroup)
+    group.workers = [_Peer(None), _Peer(time.perf_counter() + 0.1)]
+    assert group._dead_peer(0) == 1
+    group.workers = [_Peer(None), _Peer(None)]
+    started = time.perf_counter()
+    assert group._dead_peer(0) is None  # the error is rank 0's own, after the grace
+    assert time.perf_counter() - started >= distributed.PEER_DEATH_GRACE_S
+
+
 def test_a_hanging_rank_times_out_and_every_rank_is_killed(task, modules):
     judge = judge_for(task, modules, FIXTURES / "submission_rank1_stalls.py")
     try:

@@ -50,6 +50,9 @@ from .staging import stage
 CPU_MAX_WORLD_SIZE = 4
 # A port taken between our probe and rank 0's bind is retried with a fresh one.
 PORT_ATTEMPTS = 3
+# A peer's death reaches a rank's collective (its sockets close) a moment before the process
+# reads as exited; an error reply waits this long for a dying peer before it is the blame.
+PEER_DEATH_GRACE_S = 0.5
 
 
 def free_port() -> int:
@@ -165,9 +168,9 @@ class RankGroup:
                 if "error" in reply:
                     # A rank that died makes its peers fail in the collective: the death is
                     # the case's failure, not the error it caused.
-                    for other, worker in enumerate(self.workers):
-                        if other != rank and not worker.alive:
-                            self._fail(other, worker._died())
+                    dead = self._dead_peer(rank)
+                    if dead is not None:
+                        self._fail(dead, self.workers[dead]._died())
                     note = self.workers[rank]._log_note()
                     self._fail(rank, failure_of(reply, reply["error"] + note))
                 replies[rank] = Reply(reply, time.perf_counter() - started)
@@ -175,6 +178,17 @@ class RankGroup:
                 if rank not in replies and not worker.alive and worker.conn not in ready:
                     self._fail(rank, worker._died())
         return [replies[r] for r in range(self.world_size)]
+
+    def _dead_peer(self, rank: int) -> int | None:
+        """A rank other than `rank` that has died or dies within the grace, else None."""
+        deadline = time.perf_counter() + PEER_DEATH_GRACE_S
+        while True:
+            for other, worker in enumerate(self.workers):
+                if other != rank and not worker.alive:
+                    return other
+            if time.perf_counter() >= deadline:
+                return None
+            time.sleep(0.02)
 
     def _fail(self, rank: int, failure: WorkerFailure) -> None:
         self.kill()
