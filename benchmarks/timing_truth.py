@@ -1,6 +1,6 @@
 """The ranking number against Nsight Compute, its spread, and what a ranked run costs.
 
-    python benchmarks/timing_truth.py [--runs 5] [--noisy 16] [--parts accuracy,cost,linalg]
+    python benchmarks/timing_truth.py [--runs 5] [--noisy 16] [--parts accuracy,cost|ranked,linalg]
                                       [--out DIR]
 
 accuracy  A throw-away leaderboard whose reference and submission are both one kernel,
@@ -10,11 +10,13 @@ accuracy  A throw-away leaderboard whose reference and submission are both one k
           size, the ranking statistic and the mean of every run against ncu, the score's spread
           over the runs, and the identical code's speedup and tie. With `--noisy K`, K processes
           spin on the host's cores during the runs (a busy runner).
-cost      Wall time of the bundled vectoradd example in test and benchmark mode and in `--runs`
-          leaderboard-mode runs (the first measures and files the reference run, the others
-          reuse it); those runs' scores give the score spread and, since the example is the
-          reference's own code, the identical-code speedup and tie; and `import torch` + CUDA
-          initialisation alone for scale, alternating with test mode.
+cost      Wall time of the bundled vectoradd example in test and benchmark mode, and
+          `import torch` + CUDA initialisation alone for scale, alternating with test mode;
+          then the ranked part.
+ranked    The bundled vectoradd example in `--runs` leaderboard-mode runs (the first measures
+          and files the reference run, the others reuse it), each timed: their scores give the
+          score spread, each case's ranking statistic per run, and, since the example is the
+          reference's own code, the identical-code speedup and tie.
 linalg    A leaderboard the size of GPU MODE's linalg problems (15 fp32 matmul cases, 130 us to
           290 ms), twice: measuring its reference, then reusing it. Both documents stay in OUT.
 Target (docs/benchmarks.md): within 2% or 1 us of ncu at every size in every run; the example's
@@ -192,6 +194,7 @@ def write_board(root: Path, name: str, task: str, reference: str, submission: st
 
 
 # Until reference runs are stored, every run measures the reference anyway.
+EXAMPLE = "submissions/vectoradd/example/submission.py"
 REMEASURE = (
     ["--kb-remeasure-reference"]
     if "kb-remeasure-reference"
@@ -368,7 +371,6 @@ def within(ours: float | None, ncu: float | None) -> bool | None:
 def cost(out: Path, runs: int) -> dict:
     result: dict[str, float] = {}
     startups, tests = [], []
-    example = "submissions/vectoradd/example/submission.py"
     print("cost: bundled vectoradd example", flush=True)
     for _ in range(3):  # start-up and test mode alternate: both see the same machine state
         started = time.perf_counter()
@@ -381,21 +383,31 @@ def cost(out: Path, runs: int) -> dict:
             check=True,
         )
         startups.append(time.perf_counter() - started)
-        tests.append(pytest_run(REPO, example, "test", None))
+        tests.append(pytest_run(REPO, EXAMPLE, "test", None))
     result["torch_cuda_startup_s"] = statistics.median(startups)
     result["test_s"] = statistics.median(tests)
     unsandboxed = {**os.environ, "KERNELBOARD_SANDBOX": "off"}
-    result["test_unsandboxed_s"] = pytest_run(REPO, example, "test", None, env=unsandboxed)
-    result["benchmark_s"] = pytest_run(REPO, example, "benchmark", out / "cost_benchmark.json")
-    walls, summaries = [], []
+    result["test_unsandboxed_s"] = pytest_run(REPO, EXAMPLE, "test", None, env=unsandboxed)
+    result["benchmark_s"] = pytest_run(REPO, EXAMPLE, "benchmark", out / "cost_benchmark.json")
+    ranked = ranked_runs(out, runs)
+    result.update(ranked["walls"])
+    return {"walls": result, "example_docs": ranked["example_docs"]}
+
+
+def ranked_runs(out: Path, runs: int) -> dict:
+    """The example in `runs` leaderboard-mode runs: the first measures and files the reference
+    run, the others reuse it, as successive pull requests do."""
+    print(f"ranked: the vectoradd example, {runs} leaderboard-mode runs", flush=True)
+    walls, docs = [], []
     for r in range(runs):
         path = out / f"ranked{r}.json"
-        walls.append(pytest_run(REPO, example, "leaderboard", path, REMEASURE if r == 0 else []))
+        walls.append(pytest_run(REPO, EXAMPLE, "leaderboard", path, REMEASURE if r == 0 else []))
         if path.exists():
-            summaries.append(json.loads(path.read_text())["evaluations"][0]["summary"])
-    result["leaderboard_first_s"] = walls[0]
-    result["leaderboard_s"] = statistics.median(walls[1:])
-    return {"walls": result, "example_summaries": summaries}
+            docs.append(json.loads(path.read_text()))
+    result = {"leaderboard_first_s": walls[0]}
+    if len(walls) > 1:
+        result["leaderboard_s"] = statistics.median(walls[1:])
+    return {"walls": result, "example_docs": docs}
 
 
 def linalg_cost(out: Path) -> dict[str, float]:
@@ -429,8 +441,8 @@ def report(acc: list[dict], costs: dict | None) -> None:
             )
         print_scores("addtruth (6 sizes)", block["summaries"])
     if costs:
-        if costs["example_summaries"]:
-            print_scores("\n== vectoradd example, leaderboard mode ==", costs["example_summaries"])
+        if costs["example_docs"]:
+            print_example(costs["example_docs"])
         walls = costs["walls"]
         print("\n== wall time, s ==")
         for key, value in walls.items():
@@ -441,6 +453,20 @@ def report(acc: list[dict], costs: dict | None) -> None:
                 f"test / start-up: {walls['test_s'] / startup:.2f}x sandboxed, "
                 f"{walls['test_unsandboxed_s'] / startup:.2f}x unsandboxed"
             )
+
+
+def print_example(docs: list[dict]) -> None:
+    """Each case's ranking statistic and interval per run, then the score and the tie."""
+    print("\n== vectoradd example, leaderboard mode: each case's median [95% interval], us ==")
+    for r, doc in enumerate(docs):
+        cells = []
+        for case in doc["evaluations"][0]["cases"]:
+            t = case.get("timing") or {}
+            if case["kind"] == "benchmark" and t.get("rank_us") is not None:
+                low, high = t.get("rank_ci95_us") or (None, None)
+                cells.append(f"{case['spec']['size']}: {t['rank_us']:.2f} [{low:.2f}, {high:.2f}]")
+        print(f"run {r}: " + "; ".join(cells))
+    print_scores("", [doc["evaluations"][0]["summary"] for doc in docs])
 
 
 def print_scores(title: str, summaries: list[dict]) -> None:
@@ -471,15 +497,17 @@ def main() -> int:
     FAILURES = args.out / "failures.log"
     runs_dir = Path(tempfile.mkdtemp(prefix="kb-truth-runs-"))  # run documents: many files
     parts = args.parts.split(",")
-    acc, costs, ncu = [], {"walls": {}, "example_summaries": []}, {}
+    acc, costs, ncu = [], {"walls": {}, "example_docs": []}, {}
     for part in parts:  # in the order given: a run cut short keeps the first ones
         if part == "accuracy":
             ncu = ncu_add_times()
             acc.append(accuracy(runs_dir, args.runs, 0, ncu))
-        elif part == "cost":
-            measured = cost(runs_dir, args.runs)
+        elif part in ("cost", "ranked"):
+            measured = (
+                cost(runs_dir, args.runs) if part == "cost" else ranked_runs(runs_dir, args.runs)
+            )
             costs["walls"].update(measured["walls"])
-            costs["example_summaries"] = measured["example_summaries"]
+            costs["example_docs"] = measured["example_docs"]
         elif part == "linalg":
             costs["walls"].update(linalg_cost(args.out))
     if "accuracy" in parts and args.noisy:  # the busy host last
