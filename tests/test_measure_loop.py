@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_kernelboard.judge.measure import CaseTimer, Measurement, TimingPlan, VerificationFailure
+from pytest_kernelboard.judge.measure import (
+    HOST_WAIT,
+    CaseTimer,
+    Measurement,
+    TimingPlan,
+    VerificationFailure,
+)
 from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.stats.stats import RunningMedian, summarize
 from pytest_kernelboard.stats.stopping import (
@@ -264,6 +270,33 @@ def test_a_few_calls_the_busy_judge_saw_late_do_not_fail_the_case():
 def test_work_outside_the_interval_in_most_calls_fails_the_case():
     with pytest.raises(VerificationFailure, match=r"judge's clock in 1[0-9] of 20 calls"):
         unseen_measure(flagged=set(range(2, 30, 1)) - {5, 6, 7, 8})
+
+
+class BusyHostWorker(FakeWorker):
+    """Every call waited 3 ms for the host's CPUs (what the judge's clock check took off)."""
+
+    def request_time(
+        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+    ) -> dict:
+        return {**super().request_time(data, flush_bytes, remaining_s, warm), HOST_WAIT: 3000.0}
+
+
+def test_a_cases_record_says_how_long_its_calls_waited_for_the_host():
+    clock = FakeClock()
+    worker = BusyHostWorker(clock, iter(lambda: 10.0, None))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=False, clock=clock)
+    rule = StoppingRule(precision=0.005, min_samples=20, min_time_s=0.0, max_samples=20)
+    plan = TimingPlan(rule=rule, warmup=ONE_WARM_CALL, flush_bytes=0)
+    m = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert m.details["host_wait_ms"] == pytest.approx(20 * 3.0)  # the timed calls', not warm-up's
+    quiet = CaseTimer(
+        generate,
+        FakeWorker(clock, iter(lambda: 10.0, None)).request_time,
+        check,
+        use_cuda=False,
+        clock=clock,
+    ).measure(CASE, plan, 600.0, "fake")
+    assert "host_wait_ms" not in quiet.details
 
 
 def test_the_event_pairs_cost_comes_off_blocked_calls_and_is_recorded_once():

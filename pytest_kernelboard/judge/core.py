@@ -512,6 +512,7 @@ class SubmissionJudge:
                 case=case_key,
                 keep=warm,
                 frugal=frugal,
+                host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
             )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)

@@ -130,6 +130,9 @@ ROUND_TRIP_PARTS = "round_trip_s"
 HOST_COPIED = "host_copied"
 # A request_time reply's key: True when an untimed call warmed the call's host path first.
 WARMED = "warmed"
+# A request_time reply's key: microseconds of the judge's view the host's busy CPUs explain
+# (worker/host_waits.py), summed over a case's timed calls as `host_wait_ms` in its record.
+HOST_WAIT = "host_wait_us"
 
 
 def default_flush_bytes() -> int:
@@ -269,6 +272,7 @@ class CaseTimer:
 
         stats = RunningMedian()
         unaccounted: list[str] = []  # the judge's clock saw work outside these calls' intervals
+        host_wait_us = 0.0  # of the judge's view, what waiting for a busy host's CPUs explains
         timing_started = self.clock()
         last_progress = timing_started
         while True:
@@ -287,6 +291,7 @@ class CaseTimer:
             m.host_copied_calls += bool(reply.get(HOST_COPIED))
             if reply.get("outside_unseen"):
                 unaccounted.append(reply["outside_unseen"])
+            host_wait_us += reply.get(HOST_WAIT, 0.0)
             stats.add(sample)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
@@ -306,6 +311,8 @@ class CaseTimer:
                     m.details["precision_projected_s"] = round(projected, 3)
                 break
         m.elapsed_s = self.clock() - started
+        if host_wait_us:
+            m.details["host_wait_ms"] = round(host_wait_us / 1e3, 3)
         if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):
             raise VerificationFailure(
                 "the reported time disagrees with the judge's clock in "

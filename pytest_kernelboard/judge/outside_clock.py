@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..worker.protocol import Op
-from .measure import HOST_COPIED, ROUND_TRIP_PARTS, VerificationFailure
+from .measure import HOST_COPIED, HOST_WAIT, ROUND_TRIP_PARTS, VerificationFailure
 
 ROUND_TRIPS = 20
 # The GPU cross-check's tolerances: clocks of two processes, scheduling noise.
@@ -56,8 +56,14 @@ def judged_times(reply: Any, round_trip: float, use_cuda: bool) -> dict[str, Any
     if problem:
         raise VerificationFailure(f"the reported time disagrees with the judge's clock: {problem}")
     # Host-copied inputs and outputs take the judge's view well beyond the call.
-    unseen = None if reply.host_transport else unaccounted(payload["wall_us"], outside, round_trip)
+    waited = reply.host_wait_us
+    unseen = (
+        None
+        if reply.host_transport
+        else unaccounted(payload["wall_us"], outside, round_trip, waited)
+    )
     payload["outside_unseen"] = unseen
+    payload[HOST_WAIT] = waited
     return payload
 
 
@@ -73,13 +79,20 @@ def overclaimed(device_us: float, wall_us: float, outside_us: float) -> str | No
     return None
 
 
-def unaccounted(wall_us: float, outside_us: float, round_trip: float) -> str | None:
+def unaccounted(
+    wall_us: float, outside_us: float, round_trip: float, host_wait_us: float = 0.0
+) -> str | None:
     """Why one call looks like work ran outside its timed interval (the judge waited far
-    longer than the worker accounts for), or None."""
-    unseen = outside_us - round_trip - wall_us
-    if unseen > max(UNSEEN_MIN_US, UNSEEN_SHARE * outside_us):
+    longer than the worker accounts for), or None. `host_wait_us` of the request is what the
+    judge's and the worker's threads waited for a busy host's CPUs (worker/host_waits.py): it
+    explains that much of the judge's view, which is judged without it."""
+    unseen = outside_us - round_trip - wall_us - host_wait_us
+    if unseen > max(UNSEEN_MIN_US, UNSEEN_SHARE * (outside_us - host_wait_us)):
+        waited = (
+            f" ({host_wait_us:.1f} us of it waiting for the host's CPUs)" if host_wait_us else ""
+        )
         return (
-            f"the request took {outside_us:.1f} us but the worker accounts for {wall_us:.1f} us; "
-            f"{unseen:.1f} us ran outside its timed interval"
+            f"the request took {outside_us:.1f} us{waited} but the worker accounts for "
+            f"{wall_us:.1f} us; {unseen:.1f} us ran outside its timed interval"
         )
     return None

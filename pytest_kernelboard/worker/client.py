@@ -38,6 +38,7 @@ from . import (
 from .census import WARM_PROFILER_VARIABLE
 from .cloning import clone_data
 from .environment import cache_dirs, default_cache_dir, worker_environment
+from .host_waits import HostWaitMeter
 from .pausing import resume
 from .protocol import ErrorKind, Op
 from .stall import ImportWatch, import_watch
@@ -94,6 +95,9 @@ class Reply:
     # instead, read in place while the worker is stopped (WorkerProcess.output_unchanged).
     owned: bool = False
     in_place: bool = False
+    # Of outside_us, how long the judge's thread and the worker's threads waited for a CPU the
+    # host was busy with (worker/host_waits.py); 0 where not measured or not explained.
+    host_wait_us: float = 0.0
 
 
 def _signal_name(returncode: int) -> str:
@@ -452,6 +456,7 @@ class WorkerProcess:
         pass_fd: int | None = None,
         frugal: bool = False,
         watch: ImportWatch | None = None,
+        host_waits: bool = False,
         **payload: Any,
     ) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after.
@@ -460,7 +465,9 @@ class WorkerProcess:
         replying and puts the output over the consumed inputs in the inbound window, where it
         is read in place (no second copy) while the worker stays stopped, until the next
         request (see output_unchanged).
-        watch: asked while waiting whether the worker still gets on (an import's)."""
+        watch: asked while waiting whether the worker still gets on (an import's).
+        host_waits: measure how long the request waited for CPUs of a busy host (a timed
+        call's, for the judge's clock check)."""
         if self.transport is None and "data" in payload and _judge_device() is not None:
             self._choose_transport()
         frugal = frugal and self.transport == transport.WINDOW
@@ -468,6 +475,9 @@ class WorkerProcess:
             payload[protocol.FRUGAL_KEY] = True
         host_transport = self._host_transport(payload)
         trace_path = self._trace_through_outbox(payload)
+        meter = HostWaitMeter(self.process.pid) if host_waits else None
+        if meter is not None:
+            meter.start()
         started = time.perf_counter()
         try:
             self.send({"op": Op(op).value, **payload}, pass_fd)
@@ -487,6 +497,8 @@ class WorkerProcess:
                 "error", f"the input could not be sent to the worker: {type(exc).__name__}: {exc}"
             ) from None
         sent = self.sent_at
+        if meter is not None:
+            meter.sent()
         deadline = started + timeout_s
         while True:
             remaining = deadline - time.perf_counter()
@@ -499,6 +511,8 @@ class WorkerProcess:
                 raise self._died() from None
             if ready:
                 ready_at = time.perf_counter()
+                if meter is not None:
+                    meter.stop()
                 reply = self._receive(op, deadline, timeout_s, frugal)
                 break
             if not self.alive:
@@ -525,7 +539,8 @@ class WorkerProcess:
         if in_place:
             self._stop_while_read(reply["output"])
         owned = self.transport in (transport.WINDOW, transport.HOST) and not in_place
-        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place)
+        waited = meter.explained_us(float(reply.get("wall_us", 0.0))) if meter else 0.0
+        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place, waited)
 
     def _receive(
         self, op: Op, deadline: float, timeout_s: float, frugal: bool = False
