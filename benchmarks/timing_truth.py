@@ -8,15 +8,16 @@ accuracy  A throw-away leaderboard whose reference and submission are both one k
           `--runs` times in benchmark mode; beside it, the same kernel under
           `ncu --clock-control none` (median of 21 launches, caches flushed by ncu). Prints, per
           size, the ranking statistic and the mean of every run against ncu, the score's spread
-          over the runs, and the identical code's speedup and tie. With `--noisy K`, K processes
-          spin on the host's cores during the runs (a busy runner).
+          over the runs, and the identical code's speedup and tie. With `--noisy K`, the runs
+          are repeated while K processes spin on the host's cores (a busy runner).
 cost      Wall time of the bundled vectoradd example in test and benchmark mode, and
           `import torch` + CUDA initialisation alone for scale, alternating with test mode;
           then the ranked part.
 ranked    The bundled vectoradd example in `--runs` leaderboard-mode runs (the first measures
           and files the reference run, the others reuse it), each timed: their scores give the
           score spread, each case's ranking statistic per run, and, since the example is the
-          reference's own code, the identical-code speedup and tie.
+          reference's own code, the identical-code speedup and tie. With `--noisy K`, repeated
+          with K host spinners (an honest submission must pass on a busy runner too).
 linalg    A leaderboard the size of GPU MODE's linalg problems (15 fp32 matmul cases, 130 us to
           290 ms), twice: measuring its reference, then reusing it. Both documents stay in OUT.
 Target (docs/benchmarks.md): within 2% or 1 us of ncu at every size in every run; the example's
@@ -28,6 +29,7 @@ Failed runs' output goes to OUT/failures.log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import glob
 import io
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 SIZES = [1, 1024, 2048, 4096, 8192, 16384]
@@ -326,25 +329,32 @@ def _spin(stop) -> None:
         sum(i * i for i in range(10_000))
 
 
+@contextlib.contextmanager
+def busy_host(spinners: int) -> Iterator[None]:
+    """`spinners` processes keep the host's CPUs busy meanwhile (a busy runner)."""
+    stop = multiprocessing.Event()
+    burners = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(spinners)]
+    for p in burners:
+        p.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for p in burners:
+            p.join()
+
+
 def accuracy(out: Path, runs: int, noisy: int, ncu: dict[int, float]) -> dict:
     root = Path(tempfile.mkdtemp(prefix="kb-truth-"))
     lines = "\n".join(f'  - {{"size": {n}, "seed": {i + 10}}}' for i, n in enumerate(SIZES))
     target = write_board(root, "addtruth", ADD_TASK % lines, ADD_REFERENCE, ADD_SUBMISSION)
-    stop = multiprocessing.Event()
-    burners = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(noisy)]
-    for p in burners:
-        p.start()
     docs = []
-    try:
+    with busy_host(noisy):
         print(f"accuracy: {runs} benchmark runs, {noisy} host spinners", flush=True)
         for r in range(runs):
             path = out / f"truth_run{r}_{noisy}.json"
             pytest_run(root, target, "benchmark", path, REMEASURE if r == 0 else [])
             docs.append(json.loads(path.read_text()))
-    finally:
-        stop.set()
-        for p in burners:
-            p.join()
     table = []
     for size in SIZES:
         row = {"size": size, "ncu_us": ncu.get(size), "rank_us": [], "mean_us": []}
@@ -394,16 +404,21 @@ def cost(out: Path, runs: int) -> dict:
     return {"walls": result, "example_docs": ranked["example_docs"]}
 
 
-def ranked_runs(out: Path, runs: int) -> dict:
+def ranked_runs(out: Path, runs: int, noisy: int = 0) -> dict:
     """The example in `runs` leaderboard-mode runs: the first measures and files the reference
-    run, the others reuse it, as successive pull requests do."""
-    print(f"ranked: the vectoradd example, {runs} leaderboard-mode runs", flush=True)
+    run, the others reuse it, as successive pull requests do; `noisy` host spinners meanwhile."""
+    print(
+        f"ranked: the vectoradd example, {runs} leaderboard-mode runs, {noisy} host spinners",
+        flush=True,
+    )
     walls, docs = [], []
-    for r in range(runs):
-        path = out / f"ranked{r}.json"
-        walls.append(pytest_run(REPO, EXAMPLE, "leaderboard", path, REMEASURE if r == 0 else []))
-        if path.exists():
-            docs.append(json.loads(path.read_text()))
+    with busy_host(noisy):
+        for r in range(runs):
+            path = out / f"ranked{r}_{noisy}.json"
+            extra = REMEASURE if r == 0 else []
+            walls.append(pytest_run(REPO, EXAMPLE, "leaderboard", path, extra))
+            if path.exists():
+                docs.append(json.loads(path.read_text()))
     result = {"leaderboard_first_s": walls[0]}
     if len(walls) > 1:
         result["leaderboard_s"] = statistics.median(walls[1:])
@@ -442,7 +457,9 @@ def report(acc: list[dict], costs: dict | None) -> None:
         print_scores("addtruth (6 sizes)", block["summaries"])
     if costs:
         if costs["example_docs"]:
-            print_example(costs["example_docs"])
+            print_example(costs["example_docs"], "")
+        if costs.get("busy_example_docs"):
+            print_example(costs["busy_example_docs"], " with host spinners")
         walls = costs["walls"]
         print("\n== wall time, s ==")
         for key, value in walls.items():
@@ -455,9 +472,9 @@ def report(acc: list[dict], costs: dict | None) -> None:
             )
 
 
-def print_example(docs: list[dict]) -> None:
+def print_example(docs: list[dict], condition: str) -> None:
     """Each case's ranking statistic and interval per run, then the score and the tie."""
-    print("\n== vectoradd example, leaderboard mode: each case's median [95% interval], us ==")
+    print(f"\n== vectoradd example, leaderboard mode{condition}: median [95% interval], us ==")
     for r, doc in enumerate(docs):
         cells = []
         for case in doc["evaluations"][0]["cases"]:
@@ -487,7 +504,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
-        "--noisy", type=int, default=0, help="also run accuracy with K host spinners"
+        "--noisy", type=int, default=0, help="also run accuracy and ranked with K host spinners"
     )
     parser.add_argument("--parts", default="accuracy,cost,linalg")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
@@ -512,6 +529,8 @@ def main() -> int:
             costs["walls"].update(linalg_cost(args.out))
     if "accuracy" in parts and args.noisy:  # the busy host last
         acc.append(accuracy(runs_dir, args.runs, args.noisy, ncu))
+    if "ranked" in parts and args.noisy:
+        costs["busy_example_docs"] = ranked_runs(runs_dir, args.runs, args.noisy)["example_docs"]
     (args.out / "timing_truth.json").write_text(
         json.dumps({"accuracy": acc, "cost": costs}, indent=1)
     )
