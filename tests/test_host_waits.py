@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 import types
 
@@ -62,6 +63,26 @@ def test_the_replys_host_wait_reaches_the_payload():
     ]
     judged = judged_times(types.SimpleNamespace(**vars(reply), host_wait_us=6100.0), 21.0, True)
     assert judged["outside_unseen"] is None and judged[HOST_WAIT] == 6100.0
+
+
+@needs_counts
+def test_a_kept_open_reader_follows_threads_that_come_and_go():
+    reader = host_waits.TreeReader()
+    try:
+        first = reader.times(os.getpid())
+        done = threading.Event()
+        extra = threading.Thread(target=lambda: (_spin(0.2), done.wait()))
+        extra.start()
+        time.sleep(0.25)
+        during = reader.times(os.getpid())
+        done.set()
+        extra.join()
+        after = reader.times(os.getpid())  # its files were open: reading them now fails
+    finally:
+        reader.close()
+    assert (during - first).run_ns > 100_000_000  # the new thread's spinning is in the sum
+    assert after is not None and after.run_ns >= first.run_ns
+    assert reader._files == {}
 
 
 def _meter(judge: tuple[int, int], worker: tuple[int, int]) -> HostWaitMeter:

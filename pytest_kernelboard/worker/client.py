@@ -244,6 +244,7 @@ class WorkerProcess:
         self._digest: Any = None  # the in-place output's digest when it arrived
         self._inbound: window.Packer | None = None  # where the last request's tensors went
         self.sent_at = 0.0  # when the last request's bytes went out (time.perf_counter)
+        self._host_waits: HostWaitMeter | None = None  # made by the first request that asks
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self._staged_from: Path | None = None
         self.outbox: Path | None = None  # a host folder the sandboxed worker may write to
@@ -475,7 +476,7 @@ class WorkerProcess:
             payload[protocol.FRUGAL_KEY] = True
         host_transport = self._host_transport(payload)
         trace_path = self._trace_through_outbox(payload)
-        meter = HostWaitMeter(self.process.pid) if host_waits else None
+        meter = self._host_wait_meter() if host_waits else None
         if meter is not None:
             meter.start()
         started = time.perf_counter()
@@ -691,6 +692,12 @@ class WorkerProcess:
         tail = self.output_tail()
         return f"\n--- worker output (last lines) ---\n{tail}" if tail else ""
 
+    def _host_wait_meter(self) -> HostWaitMeter:
+        """This worker's meter of host waits: it keeps the tree's /proc files open."""
+        if self._host_waits is None:
+            self._host_waits = HostWaitMeter(self.process.pid)
+        return self._host_waits
+
     def kill(self) -> None:
         """Stop the worker and everything it started; safe to call twice."""
         if self.process.poll() is None:
@@ -704,6 +711,9 @@ class WorkerProcess:
             self.process.wait()
         self.conn.close()
         self._close_windows()
+        if self._host_waits is not None:
+            self._host_waits.close()
+            self._host_waits = None
         # The sandbox's stage slot and outbox are of no use once the worker is gone.
         for folder in (self.stage_slot, self.outbox):
             if folder is not None:
