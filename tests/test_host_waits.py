@@ -15,7 +15,14 @@ from pytest_kernelboard.judge.measure import HOST_WAIT
 from pytest_kernelboard.judge.outside_clock import judged_times, unaccounted
 from pytest_kernelboard.worker import host_waits
 from pytest_kernelboard.worker.client import WorkerProcess
-from pytest_kernelboard.worker.host_waits import CPU_SLACK_US, HostWaitMeter, TreeTimes
+from pytest_kernelboard.worker.host_waits import (
+    CPU_SLACK_US,
+    TICK_US,
+    HostWaitMeter,
+    TreeSnapshot,
+    TreeTimes,
+    ran_between,
+)
 from pytest_kernelboard.worker.protocol import Op
 
 COUNTS = host_waits.thread_times()
@@ -34,6 +41,14 @@ def _spin(seconds: float) -> None:
 def _spin_pinned(cpu: int, seconds: float) -> None:
     os.sched_setaffinity(0, {cpu})
     _spin(seconds)
+
+
+def _spin_on_signal(cpu: int, go, done, seconds: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    go.wait()
+    _spin(seconds)
+    done.set()
+    time.sleep(1.0)  # alive when the meter reads it after the "request"
 
 
 def _parent_of_a_spinner(seconds: float) -> None:
@@ -69,43 +84,71 @@ def test_the_replys_host_wait_reaches_the_payload():
 def test_a_kept_open_reader_follows_threads_that_come_and_go():
     reader = host_waits.TreeReader()
     try:
-        first = reader.times(os.getpid())
+        first = reader.snapshot(os.getpid())
         done = threading.Event()
         extra = threading.Thread(target=lambda: (_spin(0.2), done.wait()))
         extra.start()
         time.sleep(0.25)
-        during = reader.times(os.getpid())
+        during = reader.snapshot(os.getpid())
         done.set()
         extra.join()
-        after = reader.times(os.getpid())  # its files were open: reading them now fails
+        after = reader.snapshot(os.getpid())  # its files were open: reading them now fails
     finally:
         reader.close()
-    assert (during - first).run_ns > 100_000_000  # the new thread's spinning is in the sum
-    assert after is not None and after.run_ns >= first.run_ns
+    assert ran_between(first, during) > 10_000  # µs: the new thread's spinning is counted
+    assert ran_between(during, after) is None  # it ended: what it ran since cannot be told
+    assert len(after.threads) == len(first.threads)
     assert reader._files == {}
 
 
-def _meter(judge: tuple[int, int], worker: tuple[int, int]) -> HostWaitMeter:
-    meter = HostWaitMeter(0)
-    meter._judge = [TreeTimes(0, 0), TreeTimes(0, judge[1])]
-    meter._worker = [TreeTimes(0, 0), TreeTimes(*worker)]
+def _meter(judge_wait_ns: int, main: TreeTimes, helper_run_ns: int = 0) -> HostWaitMeter:
+    """A meter as if around one request: the judge waited, the worker's main thread (pid 7)
+    ran and waited `main`, a helper thread of its ran `helper_run_ns`."""
+    meter = HostWaitMeter(7)
+    before = TreeSnapshot({"7/7": TreeTimes(), "7/8": TreeTimes()}, ticks=0)
+    after = TreeSnapshot({"7/7": main, "7/8": TreeTimes(helper_run_ns, 0)}, ticks=0)
+    meter._tree = [before, after]
+    meter._judge = [TreeTimes(0, 0), TreeTimes(0, judge_wait_ns)]
     return meter
 
 
+def test_the_judges_waits_and_the_workers_beyond_its_interval_are_explained():
+    meter = _meter(3_000_000, TreeTimes(400_000, 2_500_000))  # ns
+    # The main thread waited 2.5 ms, at most 0.3 ms of it inside its 0.3 ms interval.
+    assert meter.explained_us(wall_us=300.0) == pytest.approx(3000.0 + 2200.0)
+    assert _meter(0, TreeTimes(400_000, 200_000)).explained_us(300.0) == 0.0
+
+
+def test_a_low_priority_spinners_waits_explain_nothing():
+    # A helper thread that is runnable all the time but rarely runs waits the whole request:
+    # only the request thread's waits count, and it did not wait.
+    meter = _meter(0, TreeTimes(400_000, 0), helper_run_ns=100_000)
+    meter._tree[1].threads["7/8"] = TreeTimes(100_000, 6_000_000)
+    assert meter.explained_us(wall_us=300.0) == 0.0
+
+
 def test_waits_count_only_while_the_worker_kept_to_its_interval():
-    meter = _meter(judge=(0, 3_000_000), worker=(400_000, 2_500_000))  # ns
-    assert meter.explained_us(wall_us=300.0) == pytest.approx(5500.0)
-    # Its threads ran 2 ms beyond the interval and the slack: they made its own thread wait.
-    busy = _meter(judge=(0, 3_000_000), worker=(int((300 + CPU_SLACK_US + 1) * 1e3), 2_500_000))
-    assert busy.explained_us(wall_us=300.0) == 0.0
+    beyond = int((300 + CPU_SLACK_US + 1) * 1e3) - 400_000
+    busy = _meter(3_000_000, TreeTimes(400_000, 2_500_000), helper_run_ns=beyond)
+    assert busy.explained_us(wall_us=300.0) == 0.0  # its helper ran 2 ms beyond the interval
+
+
+def test_a_thread_that_ended_or_came_and_went_hides_no_run_time():
+    before = TreeSnapshot({"7/7": TreeTimes(), "7/9": TreeTimes(5, 0)}, ticks=100)
+    after = TreeSnapshot({"7/7": TreeTimes(400_000, 0)}, ticks=100)
+    assert ran_between(before, after) is None  # 7/9 ended: its count left with it
+    unseen = TreeSnapshot({"7/7": TreeTimes(400_000, 0)}, ticks=103)  # one came and went
+    assert ran_between(TreeSnapshot({"7/7": TreeTimes()}, 100), unseen) == pytest.approx(TICK_US)
+    new = TreeSnapshot({"7/7": TreeTimes(400_000, 0), "7/10": TreeTimes(900_000, 0)}, 100)
+    assert ran_between(TreeSnapshot({"7/7": TreeTimes()}, 100), new) == pytest.approx(1300.0)
 
 
 def test_nothing_is_explained_where_the_kernel_does_not_say():
-    meter = HostWaitMeter(0)
-    meter._judge, meter._worker = [None, TreeTimes(0, 9)], [TreeTimes(), TreeTimes(0, 9)]
+    meter = _meter(3_000_000, TreeTimes(400_000, 2_500_000))
+    meter._judge[0] = None
     assert meter.explained_us(100.0) == 0.0
     assert HostWaitMeter(0).explained_us(100.0) == 0.0  # never started
-    assert host_waits.tree_times(2**22 + 12345) is None  # no such process
+    assert host_waits.tree_snapshot(2**22 + 12345) is None  # no such process
 
 
 # -- the kernel's counts, read as the judge reads them --------------------------------------------
@@ -115,13 +158,14 @@ def test_a_trees_run_time_includes_its_childrens_threads():
     parent.start()
     try:
         time.sleep(0.1)
-        before = host_waits.tree_times(parent.pid)
+        before = host_waits.tree_snapshot(parent.pid)
         time.sleep(0.5)
-        after = host_waits.tree_times(parent.pid)
+        after = host_waits.tree_snapshot(parent.pid)
     finally:
         parent.join()
-    ran = (after - before).run_ns / 1e9
-    assert ran > 0.3, ran  # the grandchild's spinning, seen from the parent's PID
+    assert len(after.threads) >= 2  # the parent's thread and the grandchild's
+    ran = ran_between(before, after) / 1e6
+    assert ran > 0.05, ran  # the grandchild's spinning (0.5 s of it), seen from the parent's PID
 
 
 @needs_counts
@@ -145,28 +189,59 @@ def test_a_thread_sharing_its_cpu_with_a_spinner_is_seen_waiting():
 
 
 @needs_counts
-def test_a_request_to_a_real_worker_measures_the_judges_wait():
-    """The whole path: a started (sandboxed where the runner is) worker, its tree read by its
-    host PID, the judge's thread pinned with spinners on its CPU."""
+def test_a_judged_request_reads_the_real_workers_tree_and_the_judges_thread():
+    """The whole path: a started worker (sandboxed where the runner is), its tree read by its
+    host PID with its main thread (the one serving requests) in it, and the judge's thread."""
     worker = WorkerProcess()
-    cpu = min(os.sched_getaffinity(0))
-    previous = os.sched_getaffinity(0)
-    context = multiprocessing.get_context("fork")
-    spinners = [context.Process(target=_spin_pinned, args=(cpu, 3.0)) for _ in range(2)]
     try:
         worker.ping()
-        quiet = [worker.request(Op.PING, 30, host_waits=True).host_wait_us for _ in range(5)]
-        for spinner in spinners:
-            spinner.start()
-        time.sleep(0.1)
-        os.sched_setaffinity(0, {cpu})
-        busy = [worker.request(Op.PING, 30, host_waits=True).host_wait_us for _ in range(20)]
-        unmeasured = worker.request(Op.PING, 30).host_wait_us
+        reply = worker.request(Op.PING, 30, host_waits=True)
+        meter = worker._host_waits
+        (tree0, tree1), (judge0, judge1) = meter._tree, meter._judge
+        main = f"{worker.process.pid}/{worker.process.pid}"
+        assert main in tree0.threads and main in tree1.threads
+        assert tree1.threads[main].run_ns > tree0.threads[main].run_ns  # it served the ping
+        assert judge0 is not None and judge1 is not None
+        assert ran_between(tree0, tree1) is not None
+        assert reply.host_wait_us >= 0.0
+        assert worker.request(Op.PING, 30).host_wait_us == 0.0  # only when asked
+    finally:
+        worker.close()
+    assert worker._host_waits is None  # its files closed with it
+
+
+@needs_counts
+def test_a_meter_sees_a_judge_and_a_worker_that_wait_for_their_cpu():
+    """Real threads and processes: the "worker" child spins 40 ms (reported as a 50 ms
+    interval) on a CPU two spinners share; the "judge" thread spins 100 ms on another two
+    spinners share. Both wait, and what they waited is explained."""
+    cpus = sorted(os.sched_getaffinity(0))
+    judge_cpu, worker_cpu = cpus[0], cpus[-1]
+    context = multiprocessing.get_context("fork")
+    spinners = [
+        context.Process(target=_spin_pinned, args=(cpu, 2.0))
+        for cpu in (judge_cpu, judge_cpu, worker_cpu, worker_cpu)
+    ]
+    go, done = context.Event(), context.Event()
+    child = context.Process(target=_spin_on_signal, args=(worker_cpu, go, done, 0.04))
+    previous = os.sched_getaffinity(0)
+    child.start()
+    for spinner in spinners:
+        spinner.start()
+    try:
+        time.sleep(0.2)
+        os.sched_setaffinity(0, {judge_cpu})
+        meter = HostWaitMeter(child.pid)
+        meter.start()
+        meter.sent()
+        go.set()
+        _spin(0.1)
+        done.wait()  # it has served its "request"
+        meter.stop()
+        explained = meter.explained_us(wall_us=50_000.0)
     finally:
         os.sched_setaffinity(0, previous)
         for spinner in spinners:
             spinner.join()
-        worker.close()
-    assert sum(busy) > 1000.0, busy  # the judge woke behind two spinners, time and again
-    assert sum(busy) > 4 * sum(quiet), (quiet, busy)
-    assert unmeasured == 0.0  # only asked-for requests read /proc
+        child.join()
+    assert explained > 20_000.0, explained  # the judge's 100 ms spin alone waits ~100 ms

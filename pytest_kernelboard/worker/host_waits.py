@@ -1,21 +1,31 @@
 """How long a request waited for a CPU on a busy host: the part of the judge's view of a timed
 call that the runner's load, not the submission, added.
 
-The judge checks a GPU call's report against its own clock: the request took far longer than
-the worker accounts for is what work hidden outside the timed interval looks like. It is also
-what a saturated host looks like: with every CPU taken, the judge woken by the reply and the
-worker woken by the request each wait for a CPU, a scheduler slice or two (6.3 ms of a 6.6 ms
-request on a 16-CPU H200 with 16 host spinners, in most calls). The kernel counts, for every
-thread, the time it spent runnable but waiting on a run queue (`schedstat`'s second field,
-nanoseconds): the judge reads its own thread's and those of every thread of the worker's
-process tree, by their host PIDs, around the request.
+The judge checks a GPU call's report against its own clock: a request that took far longer
+than the worker accounts for is what work hidden outside the timed interval looks like. It is
+also what a saturated host looks like: with every CPU taken, the judge woken by the reply and
+the worker woken by the request each wait for a CPU, up to a scheduler slice each (6.3 ms of a
+6.6 ms request on a 16-CPU H200 with 16 host spinners, in most calls). The kernel counts, for
+every thread, the time it spent runnable but waiting on a run queue (`schedstat`'s second
+field, nanoseconds). What explains the unseen time, and only that:
 
-Those waits explain the unseen time only when the worker did not cause them: its own busy
-threads or children make its request thread wait too, and the same CPU then did work the
-judge never saw timed. So where the worker's tree ran for longer than its timed interval plus
-`CPU_SLACK_US` during the request, nothing is explained. Where the kernel keeps no such counts
-(no `/proc`, or `schedstat` reads zeros), nothing is explained either and the check is as
-strict as before.
+- the judge's own thread's waits: it is blocked until the reply is ready, so it can only wait
+  after the worker's interval, and nothing of the worker's can make it wait without keeping
+  CPUs busy (below);
+- the worker's request thread's waits beyond its timed interval's length: it waits inside the
+  interval too, at most the interval's length, which is already accounted for. Other threads
+  of the worker do not delay the reply, and their waits explain nothing (a low-priority
+  spinner waits nearly all the time).
+
+None of it counts when the worker's process tree ran for longer than its timed interval plus
+`CPU_SLACK_US` during the request: its own threads or children can make its request thread wait
+(or the judge's, on every CPU) while they do the work the judge never saw timed. That run time
+is read from below: each thread's own count, nothing at all when a thread ended meanwhile (its
+count left with it), and its processes' clock ticks for threads that started and ended between
+two readings (within a tick at each end, so such threads can still hide about 2 ticks, 20 ms at
+100 Hz, beyond the slack). The judge reads it all by host PID around the request. Where the
+kernel keeps no such counts (no `/proc`, or `schedstat` reads zeros), nothing is explained and
+the check is as strict as before.
 """
 
 from __future__ import annotations
@@ -27,20 +37,24 @@ __all__ = [
     "CPU_SLACK_US",
     "HostWaitMeter",
     "TreeReader",
+    "TreeSnapshot",
     "TreeTimes",
+    "ran_between",
     "thread_times",
-    "tree_times",
+    "tree_snapshot",
 ]
 
 # CPU time a worker spends on a request beyond its timed interval without suspicion: reading
 # the request, unpacking its inputs, packing the reply (tens to hundreds of microseconds). The
 # same bound as the unseen time the check itself allows (outside_clock.UNSEEN_MIN_US).
 CPU_SLACK_US = 2000.0
+# A clock tick, the unit of a process's CPU time in /proc/<pid>/stat.
+TICK_US = 1e6 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
 @dataclass(frozen=True)
 class TreeTimes:
-    """Nanoseconds summed over threads: time run, time waited runnable on a run queue."""
+    """Nanoseconds: time run, time waited runnable on a run queue (one thread's, or a sum)."""
 
     run_ns: int = 0
     wait_ns: int = 0
@@ -49,12 +63,42 @@ class TreeTimes:
         return TreeTimes(self.run_ns - other.run_ns, self.wait_ns - other.wait_ns)
 
 
+@dataclass(frozen=True)
+class TreeSnapshot:
+    """A process tree at one moment: each thread's times, and its processes' CPU time in clock
+    ticks (utime + stime + cutime + cstime: it keeps what their ended threads and reaped
+    children ran, which the threads' own counts lose)."""
+
+    threads: dict[str, TreeTimes]
+    ticks: int
+
+
+def ran_between(before: TreeSnapshot, after: TreeSnapshot) -> float | None:
+    """Microseconds the tree ran between two snapshots, or None when that cannot be told from
+    below: a thread of the first is gone (its time left with it)."""
+    if any(key not in after.threads for key in before.threads):
+        return None
+    run_ns = sum(
+        t.run_ns - before.threads.get(key, TreeTimes()).run_ns for key, t in after.threads.items()
+    )
+    # A thread that started and ended between the two is in neither; its process's ticks have
+    # it, to within a tick at each end.
+    ticks_us = (after.ticks - before.ticks - 2) * TICK_US
+    return max(run_ns / 1e3, ticks_us)
+
+
 def _parse_schedstat(raw: bytes) -> tuple[int, int] | None:
     try:
         run, wait, _ = raw.split()
         return int(run), int(wait)
     except ValueError:  # a kernel without the counts
         return None
+
+
+def _parse_ticks(raw: bytes) -> int:
+    """utime + stime + cutime + cstime of a /proc/<pid>/stat line (after the name's ')')."""
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    return sum(int(x) for x in fields[11:15])
 
 
 def thread_times() -> TreeTimes | None:
@@ -68,9 +112,9 @@ def thread_times() -> TreeTimes | None:
 
 
 class TreeReader:
-    """Reads the times of every thread of a process tree, keeping each thread's /proc files
-    open between readings: a reading is then one `pread` a file (an 18-thread CUDA worker:
-    about 50 rather than 320 µs on an H200 runner's CPU, twice per timed call)."""
+    """Reads a process tree's threads, keeping their /proc files open between readings: a
+    reading is then one `pread` a file (an 18-thread CUDA worker: about 50 rather than 320 µs
+    on an H200 runner's CPU, twice per timed call)."""
 
     MAX_OPEN = 256  # files kept open; beyond, a thread's files are opened for each reading
 
@@ -99,30 +143,35 @@ class TreeReader:
             os.close(fd)
         return data
 
-    def times(self, root: int) -> TreeTimes | None:
-        """The times of every thread of `root` and its descendants, or None where unreadable.
-        A thread or process that ends between two readings leaves the sum: a difference can
-        then come out low, which explains less, never more."""
-        run = wait = 0
-        seen_any = False
+    def thread(self, schedstat: str) -> TreeTimes | None:
+        """One thread's times, from its schedstat file's path, or None."""
+        raw = self._read(schedstat)
+        found = _parse_schedstat(raw) if raw is not None else None
+        return TreeTimes(*found) if found else None
+
+    def snapshot(self, root: int) -> TreeSnapshot | None:
+        """Every thread of `root` and its descendants, or None where unreadable."""
+        threads: dict[str, TreeTimes] = {}
+        ticks = 0
         todo = [root]
         while todo:
             pid = todo.pop()
+            stat = self._read(f"/proc/{pid}/stat")
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
                 continue
+            if stat:
+                ticks += _parse_ticks(stat)
             for tid in tids:
-                raw = self._read(f"/proc/{pid}/task/{tid}/schedstat")
-                found = _parse_schedstat(raw) if raw is not None else None
+                found = self.thread(f"/proc/{pid}/task/{tid}/schedstat")
                 if found is None:
                     continue
-                seen_any = True
-                run, wait = run + found[0], wait + found[1]
+                threads[f"{pid}/{tid}"] = found
                 children = self._read(f"/proc/{pid}/task/{tid}/children")
                 if children:
                     todo.extend(int(child) for child in children.split())
-        return TreeTimes(run, wait) if seen_any else None
+        return TreeSnapshot(threads, ticks) if threads else None
 
     def close(self) -> None:
         for fd in self._files.values():
@@ -130,11 +179,11 @@ class TreeReader:
         self._files.clear()
 
 
-def tree_times(root: int) -> TreeTimes | None:
-    """One reading of a tree's times (TreeReader.times, with nothing kept open)."""
+def tree_snapshot(root: int) -> TreeSnapshot | None:
+    """One reading of a tree (TreeReader.snapshot, with nothing kept open)."""
     reader = TreeReader()
     try:
-        return reader.times(root)
+        return reader.snapshot(root)
     finally:
         reader.close()
 
@@ -143,34 +192,42 @@ class HostWaitMeter:
     """A worker's meter, reused for each request it measures, on the thread that waits for the
     reply: `start()` before the request is sent (the worker is idle then), `sent()` once it is
     (the judge's clock opens), `stop()` as soon as its reply is ready (the clock closes), then
-    `explained_us(wall_us)`; `close()` with the worker."""
+    `explained_us(wall_us)`; `close()` with the worker.
+
+    `worker_pid`: the worker's process by host PID, whose main thread serves the requests; its
+    descendants are in the tree."""
 
     def __init__(self, worker_pid: int):
         self.worker_pid = worker_pid
+        self._main_thread = f"{worker_pid}/{worker_pid}"
         self._reader = TreeReader()
-        self._worker: list[TreeTimes | None] = []
+        self._tree: list[TreeSnapshot | None] = []
         self._judge: list[TreeTimes | None] = []
 
     def start(self) -> None:
-        self._judge = []
-        self._worker = [self._reader.times(self.worker_pid)]
+        self._tree, self._judge = [self._reader.snapshot(self.worker_pid)], []
 
     def sent(self) -> None:
         self._judge = [thread_times()]
 
     def stop(self) -> None:
         self._judge.append(thread_times())
-        self._worker.append(self._reader.times(self.worker_pid))
-
-    def close(self) -> None:
-        self._reader.close()
+        self._tree.append(self._reader.snapshot(self.worker_pid))
 
     def explained_us(self, wall_us: float) -> float:
         """Microseconds of the request the busy host explains (0 where it cannot be told)."""
-        if len(self._judge) != 2 or len(self._worker) != 2 or None in self._judge + self._worker:
+        if len(self._tree) != 2 or len(self._judge) != 2:
             return 0.0
-        judge = self._judge[1] - self._judge[0]
-        worker = self._worker[1] - self._worker[0]
-        if worker.run_ns / 1e3 > wall_us + CPU_SLACK_US:
-            return 0.0  # the worker kept CPUs busy outside its interval: its waits are its own
-        return max(judge.wait_ns + worker.wait_ns, 0) / 1e3
+        (tree0, tree1), (judge0, judge1) = self._tree, self._judge
+        if tree0 is None or tree1 is None or judge0 is None or judge1 is None:
+            return 0.0
+        ran = ran_between(tree0, tree1)
+        if ran is None or ran > wall_us + CPU_SLACK_US:
+            return 0.0  # the worker kept CPUs busy outside its interval: the waits may be its own
+        main0, main1 = tree0.threads.get(self._main_thread), tree1.threads.get(self._main_thread)
+        main_wait_us = (main1.wait_ns - main0.wait_ns) / 1e3 if main0 and main1 else 0.0
+        judge_wait_us = (judge1.wait_ns - judge0.wait_ns) / 1e3
+        return max(judge_wait_us, 0.0) + max(main_wait_us - wall_us, 0.0)
+
+    def close(self) -> None:
+        self._reader.close()
