@@ -80,24 +80,39 @@ def test_the_replys_host_wait_reaches_the_payload():
     assert judged["outside_unseen"] is None and judged[HOST_WAIT] == 6100.0
 
 
+def _thread_on_signal(started, done, finish) -> None:
+    """A process whose second thread spins 0.2 s, then waits for `done` and ends."""
+    extra = threading.Thread(target=lambda: (_spin(0.2), done.wait()))
+    extra.start()
+    started.set()
+    extra.join()
+    finish.wait(30)
+
+
 @needs_counts
 def test_a_kept_open_reader_follows_threads_that_come_and_go():
+    context = multiprocessing.get_context("fork")
+    started, done, finish = context.Event(), context.Event(), context.Event()
+    child = context.Process(target=_thread_on_signal, args=(started, done, finish))
+    child.start()
     reader = host_waits.TreeReader()
     try:
-        first = reader.snapshot(os.getpid())
-        done = threading.Event()
-        extra = threading.Thread(target=lambda: (_spin(0.2), done.wait()))
-        extra.start()
-        time.sleep(0.25)
-        during = reader.snapshot(os.getpid())
+        started.wait(10)
+        first = reader.snapshot(child.pid)
+        time.sleep(0.3)
+        during = reader.snapshot(child.pid)
         done.set()
-        extra.join()
-        after = reader.snapshot(os.getpid())  # its files were open: reading them now fails
+        gone = time.perf_counter() + 10  # until the second thread has left /proc
+        while len(os.listdir(f"/proc/{child.pid}/task")) > 1 and time.perf_counter() < gone:
+            time.sleep(0.01)
+        after = reader.snapshot(child.pid)  # its files were open: reading them now fails
     finally:
+        finish.set()
+        child.join()
         reader.close()
-    assert ran_between(first, during) > 10_000  # µs: the new thread's spinning is counted
+    assert len(first.threads) == 2 and len(after.threads) == 1
+    assert ran_between(first, during) > 10_000  # µs: the thread's spinning is counted
     assert ran_between(during, after) is None  # it ended: what it ran since cannot be told
-    assert len(after.threads) == len(first.threads)
     assert reader._files == {}
 
 
