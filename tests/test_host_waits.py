@@ -19,8 +19,8 @@ from pytest_kernelboard.worker.host_waits import (
     CPU_SLACK_US,
     TICK_US,
     HostWaitMeter,
+    ThreadTimes,
     TreeSnapshot,
-    TreeTimes,
     ran_between,
 )
 from pytest_kernelboard.worker.protocol import Op
@@ -30,6 +30,14 @@ needs_counts = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or COUNTS is None or COUNTS.run_ns == 0,
     reason="this kernel keeps no per-thread run-queue counts (schedstat)",
 )
+
+
+def _snapshot(root: int) -> TreeSnapshot | None:
+    reader = host_waits.TreeReader()
+    try:
+        return reader.snapshot(root)
+    finally:
+        reader.close()
 
 
 def _spin(seconds: float) -> None:
@@ -106,6 +114,8 @@ def test_a_kept_open_reader_follows_threads_that_come_and_go():
         while len(os.listdir(f"/proc/{child.pid}/task")) > 1 and time.perf_counter() < gone:
             time.sleep(0.01)
         after = reader.snapshot(child.pid)  # its files were open: reading them now fails
+        (ended,) = first.threads.keys() - after.threads.keys()
+        still_open = [path for path in reader._files if f"/task/{ended.split('/')[1]}/" in path]
     finally:
         finish.set()
         child.join()
@@ -113,57 +123,58 @@ def test_a_kept_open_reader_follows_threads_that_come_and_go():
     assert len(first.threads) == 2 and len(after.threads) == 1
     assert ran_between(first, during) > 10_000  # µs: the thread's spinning is counted
     assert ran_between(during, after) is None  # it ended: what it ran since cannot be told
+    assert still_open == []  # the ended thread's files were closed by the reading after it
     assert reader._files == {}
 
 
-def _meter(judge_wait_ns: int, main: TreeTimes, helper_run_ns: int = 0) -> HostWaitMeter:
+def _meter(judge_wait_ns: int, main: ThreadTimes, helper_run_ns: int = 0) -> HostWaitMeter:
     """A meter as if around one request: the judge waited, the worker's main thread (pid 7)
     ran and waited `main`, a helper thread of its ran `helper_run_ns`."""
     meter = HostWaitMeter(7)
-    before = TreeSnapshot({"7/7": TreeTimes(), "7/8": TreeTimes()}, ticks=0)
-    after = TreeSnapshot({"7/7": main, "7/8": TreeTimes(helper_run_ns, 0)}, ticks=0)
+    before = TreeSnapshot({"7/7": ThreadTimes(), "7/8": ThreadTimes()}, ticks=0)
+    after = TreeSnapshot({"7/7": main, "7/8": ThreadTimes(helper_run_ns, 0)}, ticks=0)
     meter._tree = [before, after]
-    meter._judge = [TreeTimes(0, 0), TreeTimes(0, judge_wait_ns)]
+    meter._judge = [ThreadTimes(0, 0), ThreadTimes(0, judge_wait_ns)]
     return meter
 
 
 def test_the_judges_waits_and_the_workers_beyond_its_interval_are_explained():
-    meter = _meter(3_000_000, TreeTimes(400_000, 2_500_000))  # ns
+    meter = _meter(3_000_000, ThreadTimes(400_000, 2_500_000))  # ns
     # The main thread waited 2.5 ms, at most 0.3 ms of it inside its 0.3 ms interval.
     assert meter.explained_us(wall_us=300.0) == pytest.approx(3000.0 + 2200.0)
-    assert _meter(0, TreeTimes(400_000, 200_000)).explained_us(300.0) == 0.0
+    assert _meter(0, ThreadTimes(400_000, 200_000)).explained_us(300.0) == 0.0
 
 
 def test_a_low_priority_spinners_waits_explain_nothing():
     # A helper thread that is runnable all the time but rarely runs waits the whole request:
     # only the request thread's waits count, and it did not wait.
-    meter = _meter(0, TreeTimes(400_000, 0), helper_run_ns=100_000)
-    meter._tree[1].threads["7/8"] = TreeTimes(100_000, 6_000_000)
+    meter = _meter(0, ThreadTimes(400_000, 0), helper_run_ns=100_000)
+    meter._tree[1].threads["7/8"] = ThreadTimes(100_000, 6_000_000)
     assert meter.explained_us(wall_us=300.0) == 0.0
 
 
 def test_waits_count_only_while_the_worker_kept_to_its_interval():
     beyond = int((300 + CPU_SLACK_US + 1) * 1e3) - 400_000
-    busy = _meter(3_000_000, TreeTimes(400_000, 2_500_000), helper_run_ns=beyond)
+    busy = _meter(3_000_000, ThreadTimes(400_000, 2_500_000), helper_run_ns=beyond)
     assert busy.explained_us(wall_us=300.0) == 0.0  # its helper ran 2 ms beyond the interval
 
 
 def test_a_thread_that_ended_or_came_and_went_hides_no_run_time():
-    before = TreeSnapshot({"7/7": TreeTimes(), "7/9": TreeTimes(5, 0)}, ticks=100)
-    after = TreeSnapshot({"7/7": TreeTimes(400_000, 0)}, ticks=100)
+    before = TreeSnapshot({"7/7": ThreadTimes(), "7/9": ThreadTimes(5, 0)}, ticks=100)
+    after = TreeSnapshot({"7/7": ThreadTimes(400_000, 0)}, ticks=100)
     assert ran_between(before, after) is None  # 7/9 ended: its count left with it
-    unseen = TreeSnapshot({"7/7": TreeTimes(400_000, 0)}, ticks=103)  # one came and went
-    assert ran_between(TreeSnapshot({"7/7": TreeTimes()}, 100), unseen) == pytest.approx(TICK_US)
-    new = TreeSnapshot({"7/7": TreeTimes(400_000, 0), "7/10": TreeTimes(900_000, 0)}, 100)
-    assert ran_between(TreeSnapshot({"7/7": TreeTimes()}, 100), new) == pytest.approx(1300.0)
+    unseen = TreeSnapshot({"7/7": ThreadTimes(400_000, 0)}, ticks=103)  # one came and went
+    assert ran_between(TreeSnapshot({"7/7": ThreadTimes()}, 100), unseen) == pytest.approx(TICK_US)
+    new = TreeSnapshot({"7/7": ThreadTimes(400_000, 0), "7/10": ThreadTimes(900_000, 0)}, 100)
+    assert ran_between(TreeSnapshot({"7/7": ThreadTimes()}, 100), new) == pytest.approx(1300.0)
 
 
 def test_nothing_is_explained_where_the_kernel_does_not_say():
-    meter = _meter(3_000_000, TreeTimes(400_000, 2_500_000))
+    meter = _meter(3_000_000, ThreadTimes(400_000, 2_500_000))
     meter._judge[0] = None
     assert meter.explained_us(100.0) == 0.0
     assert HostWaitMeter(0).explained_us(100.0) == 0.0  # never started
-    assert host_waits.tree_snapshot(2**22 + 12345) is None  # no such process
+    assert _snapshot(2**22 + 12345) is None  # no such process
 
 
 # -- the kernel's counts, read as the judge reads them --------------------------------------------
@@ -173,9 +184,9 @@ def test_a_trees_run_time_includes_its_childrens_threads():
     parent.start()
     try:
         time.sleep(0.1)
-        before = host_waits.tree_snapshot(parent.pid)
+        before = _snapshot(parent.pid)
         time.sleep(0.5)
-        after = host_waits.tree_snapshot(parent.pid)
+        after = _snapshot(parent.pid)
     finally:
         parent.join()
     assert len(after.threads) >= 2  # the parent's thread and the grandchild's
@@ -200,7 +211,7 @@ def test_a_thread_sharing_its_cpu_with_a_spinner_is_seen_waiting():
     finally:
         os.sched_setaffinity(0, previous)
         spinner.join()
-    assert (after - before).wait_ns > 5_000_000  # over 5 ms of 120 ms spent waiting
+    assert after.wait_ns - before.wait_ns > 5_000_000  # over 5 ms of 120 ms spent waiting
 
 
 @needs_counts

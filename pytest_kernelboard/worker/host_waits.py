@@ -38,10 +38,9 @@ __all__ = [
     "HostWaitMeter",
     "TreeReader",
     "TreeSnapshot",
-    "TreeTimes",
+    "ThreadTimes",
     "ran_between",
     "thread_times",
-    "tree_snapshot",
 ]
 
 # CPU time a worker spends on a request beyond its timed interval without suspicion: reading
@@ -53,14 +52,11 @@ TICK_US = 1e6 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
 @dataclass(frozen=True)
-class TreeTimes:
-    """Nanoseconds: time run, time waited runnable on a run queue (one thread's, or a sum)."""
+class ThreadTimes:
+    """One thread's nanoseconds: time run, time waited runnable on a run queue."""
 
     run_ns: int = 0
     wait_ns: int = 0
-
-    def __sub__(self, other: TreeTimes) -> TreeTimes:
-        return TreeTimes(self.run_ns - other.run_ns, self.wait_ns - other.wait_ns)
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ class TreeSnapshot:
     ticks (utime + stime + cutime + cstime: it keeps what their ended threads and reaped
     children ran, which the threads' own counts lose)."""
 
-    threads: dict[str, TreeTimes]
+    threads: dict[str, ThreadTimes]
     ticks: int
 
 
@@ -79,7 +75,7 @@ def ran_between(before: TreeSnapshot, after: TreeSnapshot) -> float | None:
     if any(key not in after.threads for key in before.threads):
         return None
     run_ns = sum(
-        t.run_ns - before.threads.get(key, TreeTimes()).run_ns for key, t in after.threads.items()
+        t.run_ns - before.threads.get(key, ThreadTimes()).run_ns for key, t in after.threads.items()
     )
     # A thread that started and ended between the two is in neither; its process's ticks have
     # it, to within a tick at each end.
@@ -101,14 +97,14 @@ def _parse_ticks(raw: bytes) -> int:
     return sum(int(x) for x in fields[11:15])
 
 
-def thread_times() -> TreeTimes | None:
+def thread_times() -> ThreadTimes | None:
     """The calling thread's own times, or None where the kernel does not say."""
     try:
         with open("/proc/thread-self/schedstat", "rb") as f:
             found = _parse_schedstat(f.read())
     except OSError:
         return None
-    return TreeTimes(*found) if found else None
+    return ThreadTimes(*found) if found else None
 
 
 class TreeReader:
@@ -120,8 +116,10 @@ class TreeReader:
 
     def __init__(self) -> None:
         self._files: dict[str, int] = {}
+        self._touched: set[str] = set()  # the paths the reading under way has read
 
     def _read(self, path: str) -> bytes | None:
+        self._touched.add(path)
         fd = self._files.get(path)
         if fd is not None:
             try:
@@ -143,16 +141,17 @@ class TreeReader:
             os.close(fd)
         return data
 
-    def thread(self, schedstat: str) -> TreeTimes | None:
+    def _thread(self, schedstat: str) -> ThreadTimes | None:
         """One thread's times, from its schedstat file's path, or None."""
         raw = self._read(schedstat)
         found = _parse_schedstat(raw) if raw is not None else None
-        return TreeTimes(*found) if found else None
+        return ThreadTimes(*found) if found else None
 
     def snapshot(self, root: int) -> TreeSnapshot | None:
         """Every thread of `root` and its descendants, or None where unreadable."""
-        threads: dict[str, TreeTimes] = {}
+        threads: dict[str, ThreadTimes] = {}
         ticks = 0
+        self._touched = set()
         todo = [root]
         while todo:
             pid = todo.pop()
@@ -164,28 +163,23 @@ class TreeReader:
             if stat:
                 ticks += _parse_ticks(stat)
             for tid in tids:
-                found = self.thread(f"/proc/{pid}/task/{tid}/schedstat")
+                found = self._thread(f"/proc/{pid}/task/{tid}/schedstat")
                 if found is None:
                     continue
                 threads[f"{pid}/{tid}"] = found
                 children = self._read(f"/proc/{pid}/task/{tid}/children")
                 if children:
                     todo.extend(int(child) for child in children.split())
+        # Files of threads and processes this reading no longer found are closed, so a worker
+        # whose threads come and go does not fill the cache with ended ones.
+        for path in self._files.keys() - self._touched:
+            os.close(self._files.pop(path))
         return TreeSnapshot(threads, ticks) if threads else None
 
     def close(self) -> None:
         for fd in self._files.values():
             os.close(fd)
         self._files.clear()
-
-
-def tree_snapshot(root: int) -> TreeSnapshot | None:
-    """One reading of a tree (TreeReader.snapshot, with nothing kept open)."""
-    reader = TreeReader()
-    try:
-        return reader.snapshot(root)
-    finally:
-        reader.close()
 
 
 class HostWaitMeter:
@@ -202,7 +196,7 @@ class HostWaitMeter:
         self._main_thread = f"{worker_pid}/{worker_pid}"
         self._reader = TreeReader()
         self._tree: list[TreeSnapshot | None] = []
-        self._judge: list[TreeTimes | None] = []
+        self._judge: list[ThreadTimes | None] = []
 
     def start(self) -> None:
         self._tree, self._judge = [self._reader.snapshot(self.worker_pid)], []
