@@ -96,6 +96,20 @@ def own_proc() -> None:
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+def bring_up_loopback() -> None:
+    """Loopback up in a network namespace of our own (it starts down): the ranks of one
+    multi-GPU case meet there, and nothing else is reachable."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, siocgifflags, request))[1]
+        fcntl.ioctl(probe, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
 def set_hostname() -> None:
     _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
 
