@@ -127,6 +127,7 @@ def test_case_asking_for_more_ranks_is_skipped_with_reason(task, modules):
     outcome = judge.check_case(case, 30)
     assert outcome.status == "skipped"
     assert f"world_size={big}" in outcome.message and "never runs on fewer" in outcome.message
+    assert outcome.message.startswith(f"needs {big} GPUs; the CPU cap is")
     assert judge._group is None  # nothing was started
 
 
@@ -249,9 +250,14 @@ def test_rank_summary():
 def test_a_port_taken_before_rank_zero_binds_is_retried_with_a_fresh_one(
     task, modules, monkeypatch
 ):
+    """Ranks on the host's network (no sandbox): a sandboxed case has a network of its own,
+    where no other run takes its port."""
     import socket
 
     from pytest_kernelboard.judge import distributed
+    from pytest_kernelboard.worker import sandbox
+
+    monkeypatch.setattr(sandbox, "enabled", lambda: False)
 
     squatter = socket.socket()
     squatter.bind(("0.0.0.0", 0))  # another run holds this port (bound, not listening)

@@ -105,7 +105,9 @@ def launch_ranks(world_size: int, cuda: bool, isolate_each: bool = False) -> int
         if pid == 0:
             try:
                 if isolate_each:
-                    isolate(host_network=True, then=lambda r=rank: rank_main(r, world_size, port, cuda))
+                    isolate(
+                        host_network=True, then=lambda r=rank: rank_main(r, world_size, port, cuda)
+                    )
                 else:
                     rank_main(rank, world_size, port, cuda)
             finally:
@@ -121,7 +123,7 @@ def isolate(host_network: bool, then) -> None:
     init = os.fork()
     if init == 0:
         home = Path(tempfile.gettempdir()) / f"kb-probe-{os.getpid()}"
-        isolation.set_up_namespace(sandbox.temporary_folders(), [], home, 1 << 28)
+        isolation.set_up_namespace(sandbox.temporary_folders(), [], [home], 1 << 28)
         if not host_network:
             isolation.bring_up_loopback()
         child = os.fork()
@@ -190,14 +192,23 @@ def main() -> None:
         "plain": [*me, "--inner", "launch"],
         "bwrap-case": [*case_cage, *me, "--inner", "launch"],
         "nested-case": [*zygote, *me, "--inner", "nested-case"],
-        "nested-rank": [*sandbox.zygote_command(pool, sandbox.zygote_binds(pool, [], [ROOT]), host_network=True), *me, "--inner", "nested-rank"],
+        "nested-rank": [
+            *sandbox.zygote_command(
+                pool, sandbox.zygote_binds(pool, [], [ROOT]), host_network=True
+            ),
+            *me,
+            "--inner",
+            "nested-rank",
+        ],
     }
     results = [run_layout(n, commands[n], env) for n in args.layouts.split(",")]
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     for result in results:
-        print(f"\n== {result['layout']}: exit {result['exit']} in {result['seconds']} s; "
-              f"transports {result['transports']}")
+        print(
+            f"\n== {result['layout']}: exit {result['exit']} in {result['seconds']} s; "
+            f"transports {result['transports']}"
+        )
         for rank in result["ranks"]:
             print("   ", rank)
         if result["exit"] != 0 or len(result["ranks"]) < args.world_size:

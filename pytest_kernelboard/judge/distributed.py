@@ -19,6 +19,7 @@ Timing reuses measure.CaseTimer: its request function fans one timed call out to
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import socket
 import time
@@ -86,11 +87,12 @@ class RankGroup:
         self.world_size = world_size
         self.use_cuda = use_cuda
         self.port: int | None = None
-        # Each rank starts as a single-GPU worker does (same launcher, same sandbox), except
-        # that the ranks share the host's network to meet on loopback.
-        self.workers: list[WorkerProcess] = [
-            WorkerProcess(launcher=pool.launcher, host_network=True) for _ in range(world_size)
-        ]
+        # The case's ranks share one sandbox of their own (WorkerProcess.case_ranks): its
+        # own processes, loopback network, IPC and files, apart from the judge and every
+        # other case; rank r's tensors cross on GPU r.
+        self.workers: list[WorkerProcess] = WorkerProcess.case_ranks(
+            world_size, launcher=pool.launcher
+        )
 
     @property
     def alive(self) -> bool:
@@ -134,10 +136,16 @@ class RankGroup:
         the deadline, every rank is killed and a WorkerFailure names the rank.
         """
         started = time.perf_counter()
+        host_copies = [False] * self.world_size  # whose CUDA tensors crossed as host copies
         for rank, worker in enumerate(self.workers):
             message = {"op": Op(op).value, **common, **(per_rank[rank] if per_rank else {})}
             try:
+                # Through the rank's own transport (its device windows on GPU r), as any
+                # worker's request: CUDA IPC does not cross the sandbox's PID namespace.
+                host_copies[rank] = worker.outgoing(message)
                 worker.send(message)
+            except WorkerFailure as failure:  # handing over a device window failed
+                self._fail(rank, failure)
             except (BrokenPipeError, ConnectionResetError, OSError):
                 self._fail(rank, worker._died())
         replies: dict[int, Reply] = {}
@@ -173,6 +181,7 @@ class RankGroup:
                         self._fail(dead, self.workers[dead]._died())
                     note = self.workers[rank]._log_note()
                     self._fail(rank, failure_of(reply, reply["error"] + note))
+                self.workers[rank].incoming(reply, host_copies[rank])
                 replies[rank] = Reply(reply, time.perf_counter() - started)
             for rank, worker in enumerate(self.workers):
                 if rank not in replies and not worker.alive and worker.conn not in ready:
@@ -200,6 +209,16 @@ class RankGroup:
             failure.exception,
             failure.module,
         )
+
+    def transports(self) -> list[str]:
+        """How the ranks reach each other, from NCCL's log ("P2P/CUMEM", "SHM", "NET/Socket");
+        gloo's pairs are TCP on loopback. Empty where NCCL kept no log the judge can read."""
+        if not self.use_cuda:
+            return ["gloo/loopback"]
+        found: set[str] = set()
+        for worker in self.workers:
+            found.update(nccl_transports(worker.nccl_log))
+        return sorted(found)
 
     def kill(self) -> None:
         for worker in self.workers:
@@ -294,10 +313,10 @@ class DistributedJudge(SubmissionJudge):
     def _require_ranks(self, world_size: int) -> None:
         have = ranks_available(self.use_cuda)
         if world_size > have:
-            where = f"{have} visible GPU(s)" if self.use_cuda else f"a CPU cap of {have} ranks"
+            where = f"this host has {have}" if self.use_cuda else f"the CPU cap is {have} ranks"
             raise Skip(
-                f"the case needs world_size={world_size} GPUs and this runner has {where}; "
-                "a multi-GPU case never runs on fewer ranks than it asks for"
+                f"needs {world_size} GPUs; {where} (world_size={world_size}: a multi-GPU case "
+                "never runs on fewer ranks than it asks for)"
             )
 
     def group(self, case: Case) -> RankGroup:
@@ -448,6 +467,7 @@ class DistributedJudge(SubmissionJudge):
         clocks_after = gpu_states(world_size) if self.use_cuda else None
         timed = per_call[len(per_call) - len(measurement.samples_us) :]
         measurement.details["ranks"] = rank_summary(timed, world_size, backend_for(self.use_cuda))
+        measurement.details["ranks"]["transports"] = group.transports()
         if clocks_before is not None:
             measurement.details["clocks_per_gpu"] = {"before": clocks_before, "after": clocks_after}
             for index, (before, after) in enumerate(zip(clocks_before, clocks_after, strict=True)):
@@ -458,6 +478,23 @@ class DistributedJudge(SubmissionJudge):
 
     def _profile(self, case: Case, timeout_s: float, profiler: Any, report: Path):
         raise Skip("profile mode does not profile multi-GPU cases yet; use benchmark mode")
+
+
+# NCCL's INFO line for each connection: "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read".
+_VIA = re.compile(rb" via (P2P/[A-Za-z]+|P2P|SHM|NET/[A-Za-z]+|COLLNET/[A-Za-z]+)")
+NCCL_LOG_READ_BYTES = 4 << 20  # a rank writes the log: the judge reads no more than this
+
+
+def nccl_transports(log: Path | None) -> set[str]:
+    """The transports NCCL's log names between ranks (an untrusted file: capped, pattern-read)."""
+    if log is None:
+        return set()
+    try:
+        with open(log, "rb") as file:
+            text = file.read(NCCL_LOG_READ_BYTES)
+    except OSError:
+        return set()
+    return {match.decode() for match in _VIA.findall(text)}
 
 
 def gpu_states(world_size: int) -> list[dict[str, Any] | None]:

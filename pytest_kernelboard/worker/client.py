@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import dataclasses
 import functools
 import os
 import pickle
@@ -44,6 +46,7 @@ from .protocol import ErrorKind, Op
 from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
+NCCL_LOG_NAME = "nccl.log"
 SEND_TIMEOUT_S = 120
 
 
@@ -223,13 +226,19 @@ class WorkerProcess:
         sandboxed: bool | None = None,
         host_network: bool = False,
         warm_profiler: bool = False,
+        device: int | None = None,
+        spawn: bool = True,
     ):
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
-        host's network inside the sandbox (the ranks of a multi-GPU case meet on loopback).
+        host's network inside the sandbox (ranks started one by one meet on its loopback).
         warm_profiler: start torch's profiler once while starting (seconds, off anyone's
-        critical path), so a later kernel census costs milliseconds (the batch judge's)."""
+        critical path), so a later kernel census costs milliseconds (the batch judge's).
+        device: the GPU its CUDA tensors live on (a rank's); None: the judge's current one.
+        spawn: False leaves the start to the caller (case_ranks: one sandbox for all ranks)."""
         self.host_network = host_network
+        self.device = device
+        self.nccl_log: Path | None = None  # a rank's NCCL log, where the judge can read it
         self.launcher = launcher
         self.cache_dir = cache_dir or default_cache_dir()
         self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
@@ -258,41 +267,108 @@ class WorkerProcess:
         if warm_profiler:
             env[WARM_PROFILER_VARIABLE] = "1"
         self.process: subprocess.Popen | forked.ForkedProcess | None = None
-        if self.sandboxed and launcher is None:
-            self.process = self._forked(env, child_end)
-        if self.process is None:
-            self._start(env, child_end)
-        child_end.close()
+        self._env, self._child_end, self._parent_end = env, child_end, parent_end
+        if spawn:
+            if self.sandboxed and launcher is None:
+                self.process = self._forked()
+            if self.process is None:
+                self._start(env, child_end)
+            self._started()
+
+    def _started(self) -> None:
+        """What follows the start, however the process was started."""
+        self._child_end.close()
         # Only now: this imports torch (seconds), which the worker's own start-up overlaps.
         _share_through_files()
         if self.sandboxed:
             _shm_manager_dir()  # the manager's socket goes where the sandbox already binds
-        self.conn = Connection(parent_end.detach())
+        self.conn = Connection(self._parent_end.detach())
         # The leaderboard's own modules, by name: their classes cross by name both ways.
         self.trusted: dict[str, ModuleType] = {}
 
-    def _forked(self, env: dict[str, str], child_end: socket.socket) -> Any:
-        """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
-        own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
-        caches = cache_dirs(env)
-        exchange = _shm_manager_folders()
-        zygote_env = {k: v for k, v in env.items() if k != sandbox.LIMITS_VARIABLE}
-        zygote = forked.zygote_for(caches, exchange, zygote_env, self.host_network)
-        if zygote is None:
-            return None
+    @classmethod
+    def case_ranks(cls, world_size: int, launcher: Launcher | None = None) -> list[WorkerProcess]:
+        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r. Sandboxed, they
+        are forked into one set of namespaces of their own (worker/zygote.py): what NCCL's
+        fast transports and CUDA IPC between ranks need, apart from the judge and every other
+        case. Where there is no zygote, each starts in a sandbox of its own on the host's
+        network (collectives work; CUDA IPC between ranks does not)."""
+        ranks = [cls(launcher=launcher, device=r, spawn=False) for r in range(world_size)]
+        first = ranks[0]
+        zygote = None
+        if first.sandboxed and launcher is None:
+            zygote = forked.zygote_for(
+                cache_dirs(first._env), _shm_manager_folders(), first._zygote_env()
+            )
+        if zygote is not None:
+            try:
+                with contextlib.ExitStack() as logs:
+                    members = [
+                        dataclasses.replace(
+                            rank._member(zygote),
+                            log_fd=logs.enter_context(open(rank.log_path, "wb")).fileno(),
+                        )
+                        for rank in ranks
+                    ]
+                    processes = zygote.spawn_case(members)
+                for rank, process in zip(ranks, processes, strict=True):
+                    rank.process = process
+            except forked.ZygoteUnavailable as exc:
+                forked.give_up(zygote, str(exc))
+                for rank in ranks:
+                    rank._forget_pool_folders()
+        for rank in ranks:
+            if rank.process is None:
+                if not rank.sandboxed:
+                    rank._log_nccl_to(rank.home)
+                rank.host_network = rank.sandboxed
+                rank._start(rank._env, rank._child_end)
+            rank._started()
+        return ranks
+
+    def _log_nccl_to(self, folder: Path) -> None:
+        """NCCL's own log (which transport joins the ranks) into a file the judge can read,
+        apart from the worker's output; a NCCL_DEBUG of the judge's own environment wins."""
+        if "NCCL_DEBUG" not in self._env:
+            self.nccl_log = folder / NCCL_LOG_NAME
+            self._env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=str(self.nccl_log))
+
+    def _zygote_env(self) -> dict[str, str]:
+        return {k: v for k, v in self._env.items() if k != sandbox.LIMITS_VARIABLE}
+
+    def _member(self, zygote: forked.Zygote) -> forked.Member:
+        """This worker as the zygote forks it: its slot and outbox made in the zygote's pool."""
         self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-", dir=zygote.pool))
         self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-", dir=zygote.pool))
-        env["TMPDIR"] = str(self.outbox)
+        self._env["TMPDIR"] = str(self.outbox)
+        if self.device is not None:
+            self._log_nccl_to(self.outbox)
+        return forked.Member(
+            self._child_end.fileno(), -1, self._env, self.home, self.stage_slot, self.outbox
+        )
+
+    def _forget_pool_folders(self) -> None:
+        for folder in (self.stage_slot, self.outbox):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.stage_slot = self.outbox = None
+
+    def _forked(self) -> Any:
+        """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
+        own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
+        caches = cache_dirs(self._env)
+        zygote = forked.zygote_for(
+            caches, _shm_manager_folders(), self._zygote_env(), self.host_network
+        )
+        if zygote is None:
+            return None
+        member = self._member(zygote)
         try:
             with open(self.log_path, "wb") as log:
-                return zygote.spawn(
-                    child_end.fileno(), log.fileno(), env, self.home, self.stage_slot, self.outbox
-                )
+                return zygote.spawn(dataclasses.replace(member, log_fd=log.fileno()))
         except forked.ZygoteUnavailable as exc:
             forked.give_up(zygote, str(exc))
-            for folder in (self.stage_slot, self.outbox):
-                shutil.rmtree(folder, ignore_errors=True)
-            self.stage_slot = self.outbox = None
+            self._forget_pool_folders()
             return None
 
     def _start(self, env: dict[str, str], child_end: socket.socket) -> None:
@@ -391,7 +467,7 @@ class WorkerProcess:
     def private_copy(self, data: Any) -> Any:
         """What to send so that the worker gets inputs of its own: the data itself where the
         inbound window is the copy, else a clone (shared memory and CUDA IPC share storage)."""
-        if self.transport is None and _judge_device() is not None and _has_cuda_tensor(data):
+        if self.transport is None and self._cuda_device() is not None and _has_cuda_tensor(data):
             self._choose_transport()
         return data if self.transport == transport.WINDOW else clone_data(data)
 
@@ -428,7 +504,7 @@ class WorkerProcess:
     def _share_window(self, direction: str, size: int) -> None:
         """A new device window of at least `size` bytes for one direction, handed to the
         worker as a descriptor; the one it replaces is unmapped once the worker has switched."""
-        device = self.windows["in"].device if self.windows else _judge_device()
+        device = self.windows["in"].device if self.windows else self._cuda_device()
         new = window.Window.create(size, device)
         fd = new.export_fd()
         try:
@@ -469,12 +545,10 @@ class WorkerProcess:
         watch: asked while waiting whether the worker still gets on (an import's).
         host_waits: measure how long the request waited for CPUs of a busy host (a timed
         call's, for the judge's clock check)."""
-        if self.transport is None and "data" in payload and _judge_device() is not None:
-            self._choose_transport()
-        frugal = frugal and self.transport == transport.WINDOW
+        frugal = frugal and self._transport_for(payload) == transport.WINDOW
         if frugal:
             payload[protocol.FRUGAL_KEY] = True
-        host_transport = self._host_transport(payload)
+        host_transport = self.outgoing(payload)
         trace_path = self._trace_through_outbox(payload)
         meter = self._host_wait_meter() if host_waits else None
         if meter is not None:
@@ -529,8 +603,7 @@ class WorkerProcess:
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
             raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
-        if host_transport and "output" in reply:
-            reply["output"] = transport.to_device(reply["output"])
+        self.incoming(reply, host_transport)
         if trace_path is not None:
             shutil.move(payload["trace_path"], trace_path)
         # A reply too large for the outbound window came as host copies: the judge's clock
@@ -579,12 +652,36 @@ class WorkerProcess:
             detail = str(exc) if isinstance(exc, refused) else f"{type(exc).__name__}: {exc}"
             raise WorkerFailure("error", f"the worker broke the protocol: {detail}") from None
 
+    def outgoing(self, payload: dict[str, Any]) -> bool:
+        """Ready a request's payload for this worker's CUDA transport (chosen on the first
+        CUDA input); True where its CUDA tensors travel as host copies, so the reply's do too
+        (see incoming). Every request to a worker goes through here, a rank's too."""
+        self._transport_for(payload)
+        return self._host_transport(payload)
+
+    def incoming(self, reply: dict[str, Any], host_transport: bool) -> None:
+        """A reply's output back on this worker's GPU where it crossed as host copies."""
+        if host_transport and "output" in reply:
+            reply["output"] = transport.to_device(reply["output"], f"cuda:{self._cuda_device()}")
+
+    def _transport_for(self, payload: dict[str, Any]) -> str | None:
+        if self.transport is None and "data" in payload and self._cuda_device() is not None:
+            self._choose_transport()
+        return self.transport
+
+    def _cuda_device(self) -> int | None:
+        """The GPU this worker's CUDA tensors live on; None where the judge has no CUDA."""
+        judge = _judge_device()
+        if judge is None:
+            return None
+        return self.device if self.device is not None else judge
+
     def _choose_transport(self) -> None:
         """Device windows where the GPU can share memory as descriptors (both ways, across
         the sandbox); else CUDA IPC, or host copies in a sandbox where IPC fails."""
         wanted = os.environ.get("KERNELBOARD_CUDA_TRANSPORT", "auto")
-        device = _judge_device()
-        if wanted in ("auto", transport.WINDOW) and not self.host_network:
+        device = self._cuda_device()
+        if wanted in ("auto", transport.WINDOW):
             if window.cuda_vmm.supported(device):
                 self.transport = transport.WINDOW
                 try:

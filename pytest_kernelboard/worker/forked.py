@@ -24,10 +24,12 @@ import time
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import sandbox
+from .zygote import MAX_RANKS
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine
@@ -94,43 +96,56 @@ class Zygote:
         self._exited: dict[str, int] = {}  # token -> its exit code (128 + signal if killed)
 
     # -- workers -----------------------------------------------------------------------------
-    def spawn(
-        self,
-        conn_fd: int,
-        log_fd: int,
-        env: dict[str, str],
-        cwd: Path,
-        slot: Path,
-        outbox: Path,
-    ) -> ForkedProcess:
-        """A worker forked with the socket `conn_fd` to the judge and `log_fd` as its output,
-        in its own namespaces, with a tmpfs home at `cwd`, its `slot` (read-only) and `outbox`
+    def spawn(self, member: Member) -> ForkedProcess:
+        """A worker forked with `member`'s socket to the judge and log as its output, in its
+        own namespaces, with a tmpfs home at its `cwd`, its `slot` (read-only) and `outbox`
         (both made in the pool) as its only folders of the pool. Returns at once: the zygote
         forks it once its own imports are done, which overlap the judge's."""
+        token = uuid.uuid4().hex
+        request = {
+            "token": token,
+            "host_network": self.host_network,
+            "env": member.env,
+            "cwd": str(member.cwd),
+            "covered": self._covered,
+            "binds": [*member.binds(), *self._shared_binds],
+        }
+        self._send(request, [member.conn_fd, member.log_fd])
+        return ForkedProcess(self, token)
+
+    def spawn_case(self, members: list[Member]) -> list[ForkedProcess]:
+        """The ranks of one multi-GPU case, forked into one set of namespaces of their own
+        (worker/zygote.py): each with its own socket, log, home, slot and outbox, all of
+        them sharing processes, network (loopback only), IPC and files with each other alone."""
+        if not 0 < len(members) <= MAX_RANKS:
+            raise ZygoteUnavailable(f"a case of {len(members)} ranks (at most {MAX_RANKS})")
+        tokens = [uuid.uuid4().hex for _ in members]
+        request = {
+            "token": uuid.uuid4().hex,
+            "members": [
+                {"token": token, "env": m.env, "cwd": str(m.cwd)}
+                for token, m in zip(tokens, members, strict=True)
+            ],
+            "covered": self._covered,
+            "binds": [*(b for m in members for b in m.binds()), *self._shared_binds],
+        }
+        self._send(request, [fd for m in members for fd in (m.conn_fd, m.log_fd)])
+        return [ForkedProcess(self, token) for token in tokens]
+
+    def _send(self, request: dict[str, Any], fds: list[int]) -> None:
         self._wait(lambda: self._checked, START_TIMEOUT_S, "start")
         if self._isolation_error is not None:
             raise ZygoteUnavailable(
                 f"a forked worker cannot isolate itself here: {self._isolation_error}"
             )
-        token = uuid.uuid4().hex
-        request = {
-            "token": token,
-            "host_network": self.host_network,
-            "env": env,
-            "cwd": str(cwd),
-            "covered": self._covered,
-            "binds": [(str(slot), True), (str(outbox), False), *self._shared_binds],
-        }
-        fds = array.array("i", [conn_fd, log_fd])
         with self._sending:
             try:
                 self.control.sendmsg(
                     [json.dumps(request).encode()],
-                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
                 )
             except OSError as exc:
                 raise ZygoteUnavailable(f"the zygote is gone ({exc})") from None
-        return ForkedProcess(self, token)
 
     def pid_of(self, token: str) -> int:
         """The worker's PID as the judge sees it, once it has announced itself."""
@@ -206,6 +221,23 @@ class Zygote:
                 self.process.kill()
                 self.process.wait()
             shutil.rmtree(self.pool, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One worker the zygote is asked for: its end of the judge's socket, its log, its
+    environment, and its folders (home, and the slot and outbox made in the pool)."""
+
+    conn_fd: int
+    log_fd: int
+    env: dict[str, str]
+    cwd: Path
+    slot: Path
+    outbox: Path
+
+    def binds(self) -> list[tuple[str, bool]]:
+        """Its folders of the pool, bound back over the covered ones: (path, read_only)."""
+        return [(str(self.slot), True), (str(self.outbox), False)]
 
 
 class ForkedProcess:

@@ -28,7 +28,7 @@ NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_N
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _CAPABILITY_VERSION_3 = 0x20080522
 HOSTNAME = b"kernelboard-worker"
 
@@ -72,11 +72,15 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 
 def private_folders(
-    covered: Iterable[Path], binds: Iterable[tuple[Path, bool]], home: Path, scratch_bytes: int
+    covered: Iterable[Path],
+    binds: Iterable[tuple[Path, bool]],
+    homes: Iterable[Path],
+    scratch_bytes: int,
 ) -> None:
     """A fresh tmpfs over each covered folder (the judge's temporary folders, where the other
     workers' folders are), then each of `binds` (path, read_only) bound back at its own path
-    from below the covers, and a tmpfs home. Needs a mount namespace of our own."""
+    from below the covers, and a tmpfs home for each worker of the namespace (one; or every
+    rank of a multi-GPU case). Needs a mount namespace of our own."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing of ours propagates out
     kept = [(os.open(path, os.O_PATH | os.O_DIRECTORY), path, ro) for path, ro in binds]
     for folder in covered:
@@ -87,8 +91,9 @@ def private_folders(
         if read_only:
             mount(None, str(path), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
-    home.mkdir(parents=True, exist_ok=True)
-    mount("tmpfs", str(home), "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_bytes}")
+    for home in homes:
+        home.mkdir(parents=True, exist_ok=True)
+        mount("tmpfs", str(home), "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_bytes}")
 
 
 def own_proc() -> None:
@@ -115,11 +120,14 @@ def set_hostname() -> None:
 
 
 def set_up_namespace(
-    covered: Iterable[Path], binds: Iterable[tuple[Path, bool]], home: Path, scratch_bytes: int
+    covered: Iterable[Path],
+    binds: Iterable[tuple[Path, bool]],
+    homes: Iterable[Path],
+    scratch_bytes: int,
 ) -> None:
     """What PID 1 of a worker's namespace makes before the worker starts: its folders (see
     private_folders), its own /proc and its hostname."""
-    private_folders(covered, binds, home, scratch_bytes)
+    private_folders(covered, binds, homes, scratch_bytes)
     own_proc()
     set_hostname()
 
@@ -134,6 +142,12 @@ class _CapData(ctypes.Structure):
         ("permitted", ctypes.c_uint32),
         ("inheritable", ctypes.c_uint32),
     ]
+
+
+def not_dumpable() -> None:
+    """No process of our user may open this one's descriptors through /proc or trace it: the
+    init of a multi-GPU case keeps a pipe to its relay beside the ranks it reaps."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
 
 
 def drop_privileges() -> None:

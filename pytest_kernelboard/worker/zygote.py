@@ -15,6 +15,19 @@ The worker announces itself on the control socket before it closes it: the kerne
 message with the worker's PID as the judge sees it (SO_PASSCRED), which the judge uses to
 signal, pause and watch it. The relay exits with the worker's status (a signal death as
 128 + signal, as bwrap reports it), and the zygote reports that to the judge.
+
+The ranks of one multi-GPU case share one set of namespaces (docs/security.md, "Multi-GPU
+cases"): NCCL's P2P and SHM transports, CUDA IPC and SymmetricMemory between ranks need one
+PID namespace, one network namespace (NCCL passes memory descriptors over abstract Unix
+sockets) and one /dev/shm. For such a request the zygote forks:
+
+    zygote ── relay (new namespaces; its own network, loopback only)
+                └── init, PID 1: every rank's folders, own /proc, loopback up; reaps
+                      ├── rank 0 worker
+                      └── rank 1 worker ...
+
+init tells the relay each rank's exit status through a pipe, and the relay reports it to the
+judge rank by rank; init cannot be traced or read through /proc by the ranks (not dumpable).
 """
 
 from __future__ import annotations
@@ -31,7 +44,8 @@ from typing import Any
 from . import isolation, sandbox
 
 MAX_MESSAGE = 1 << 20
-MAX_FDS = 4  # the worker's socket, its log; nothing else crosses
+MAX_RANKS = 16  # the most ranks one multi-GPU case's request may hold
+MAX_FDS = 2 * MAX_RANKS  # each worker's socket and log; nothing else crosses
 
 
 def preload() -> None:
@@ -72,6 +86,8 @@ def serve(control: socket.socket) -> None:
                 request, fds = received
                 pid = os.fork()
                 if pid == 0:
+                    if "members" in request:
+                        _case_relay(control, request, fds)  # never returns
                     _relay(control, request, fds)  # never returns
                 for fd in fds:
                     os.close(fd)
@@ -106,7 +122,8 @@ def _isolation_error() -> str | None:
             if init == 0:
                 try:
                     home = Path("/tmp/kb-isolation-check")
-                    isolation.set_up_namespace([Path("/tmp")], [], home, 1 << 20)
+                    isolation.set_up_namespace([Path("/tmp")], [], [home], 1 << 20)
+                    isolation.bring_up_loopback()  # a multi-GPU case's ranks meet there
                     isolation.drop_privileges()
                 except BaseException as exc:  # noqa: BLE001
                     os.write(writer, str(exc).encode()[:4000])
@@ -152,7 +169,7 @@ def _relay(control: socket.socket, request: dict[str, Any], fds: list[int]) -> N
         _, status = os.waitpid(init, 0)
         code = isolation.exit_code(status)
     except BaseException as exc:  # noqa: BLE001 - reported through the exit code and the log
-        _report(fds, f"kernelboard: the worker could not be isolated: {exc}")
+        _report(fds[1:2], f"kernelboard: the worker could not be isolated: {exc}")
     os._exit(code)
 
 
@@ -164,7 +181,7 @@ def _init(control: socket.socket, request: dict[str, Any], fds: list[int]) -> No
         isolation.set_up_namespace(
             [Path(p) for p in request["covered"]],
             [(Path(p), bool(ro)) for p, ro in request["binds"]],
-            Path(request["cwd"]),  # its home, a tmpfs of its own
+            [Path(request["cwd"])],  # its home, a tmpfs of its own
             sandbox.SCRATCH_BYTES,
         )
         worker = os.fork()
@@ -179,8 +196,83 @@ def _init(control: socket.socket, request: dict[str, Any], fds: list[int]) -> No
                 code = isolation.exit_code(status)
                 break
     except BaseException as exc:  # noqa: BLE001
-        _report(fds, f"kernelboard: the worker's namespace could not be set up: {exc}")
+        _report(fds[1:2], f"kernelboard: the worker's namespace could not be set up: {exc}")
     os._exit(code)
+
+
+def _case_relay(control: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    """In the zygote's child: one set of new namespaces for all ranks of a case, then their
+    init; reports each rank's exit, as init tells it, to the judge."""
+    members = request["members"]
+    code = 1
+    try:
+        isolation.die_with_parent()
+        isolation.unshare_namespaces()
+        reader, writer = os.pipe()
+        init = os.fork()
+        if init == 0:
+            os.close(reader)
+            _case_init(control, request, fds, writer)
+        os.close(writer)
+        _close_all_but((control.fileno(), reader))
+        reported: set[int] = set()
+        with os.fdopen(reader, "rb") as exits:
+            for line in exits:  # "<rank> <code>" per rank that ended
+                index, _, status = line.decode(errors="replace").partition(" ")
+                if index.isdigit() and int(index) < len(members) and int(index) not in reported:
+                    reported.add(int(index))
+                    _send_exit(control, members[int(index)]["token"], _code(status))
+        _, status = os.waitpid(init, 0)
+        for index, member in enumerate(members):
+            if index not in reported:  # init died before it could say
+                _send_exit(control, member["token"], 128 + 9)
+        code = isolation.exit_code(status)
+    except BaseException as exc:  # noqa: BLE001 - reported through the ranks' logs
+        _report(fds[1::2], f"kernelboard: the case's ranks could not be isolated: {exc}")
+    os._exit(code)
+
+
+def _case_init(control: socket.socket, request: dict[str, Any], fds: list[int], exits: int) -> None:
+    """PID 1 of a case's namespace: every rank's folders, /proc and loopback, then the ranks."""
+    code = 1
+    logs = fds[1::2]
+    try:
+        isolation.die_with_parent()
+        isolation.set_up_namespace(
+            [Path(p) for p in request["covered"]],
+            [(Path(p), bool(ro)) for p, ro in request["binds"]],
+            [Path(member["cwd"]) for member in request["members"]],
+            sandbox.SCRATCH_BYTES,
+        )
+        isolation.bring_up_loopback()  # the ranks meet there, and reach nothing else
+        ranks: dict[int, int] = {}  # pid -> rank
+        for index, member in enumerate(request["members"]):
+            pid = os.fork()
+            if pid == 0:
+                _worker(control, member, fds[2 * index : 2 * index + 2])
+            ranks[pid] = index
+        _close_all_but((exits, *logs))  # the logs stay until nothing can fail here any more
+        isolation.drop_privileges()
+        isolation.not_dumpable()
+        for log in logs:
+            os.close(log)
+        while ranks:  # orphans of the ranks' own children land here too: reap them all
+            pid, status = os.wait()
+            if pid in ranks:
+                os.write(exits, f"{ranks.pop(pid)} {isolation.exit_code(status)}\n".encode())
+        code = 0
+    except BaseException as exc:  # noqa: BLE001
+        _report(logs, f"kernelboard: the case's namespace could not be set up: {exc}")
+    os._exit(code)
+
+
+def _send_exit(control: socket.socket, token: str, code: int) -> None:
+    control.send(json.dumps({"event": "exited", "token": token, "code": code}).encode())
+
+
+def _code(text: str) -> int:
+    text = text.strip()
+    return int(text) if text.isdigit() else 1
 
 
 def _worker(control: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
@@ -228,11 +320,11 @@ def _close_all_but(kept: tuple[int, ...]) -> None:
     os.closerange(start, highest)
 
 
-def _report(fds: list[int], message: str) -> None:
-    """A set-up failure goes to the worker's log, where the judge reads why it died."""
-    if len(fds) > 1:
+def _report(logs: list[int], message: str) -> None:
+    """A set-up failure goes to the workers' logs, where the judge reads why they died."""
+    for log in logs:
         try:
-            os.write(fds[1], (message + "\n").encode())
+            os.write(log, (message + "\n").encode())
         except OSError:
             pass
 
