@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make an offline GPU machine ready for benchmarks/gpu_verify.sh, from what was carried to it:
+# Make an offline GPU machine ready for benchmarks/gpu_verify.sh, from files copied onto it:
 #
 #   source benchmarks/gpu_setup.sh [WHEELS_DIR] [DEBS_DIR]
 #

@@ -12,8 +12,8 @@
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
 # startup    cProfile of one sandboxed test-mode run of the vectoradd example: where it waits
 # roundtrip  cProfile of the judge over the vectoradd example's 8192² benchmark case (plain
-#            path): where a timed call's round trip to the worker goes (60-190 ms on the H100
-#            where the call itself takes microseconds; docs/benchmarks.md, seventh session)
+#            path): where a timed call's round trip to the worker goes (on the H100 it was once
+#            206 ms a call for a 125 µs kernel, its output crossing as host copies; 3 ms since)
 # profile    the vectoradd example in profile mode (ncu where present)
 # accuracy   benchmarks/timing_accuracy.py: copies and a matmul against ncu and do_bench
 # memory     benchmarks/memory_peak.py on the seven KernelBench-sized problems (peak against
@@ -29,17 +29,18 @@
 # batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
 #            (BATCH_RUNS times, default 1)
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
-# noise      benchmarks/process_noise.py: a host-bound call's host time from process to process,
-#            two live processes taking turns, and each call on the next CPU
-# gaps       benchmarks/process_noise.py --gaps: a blocked call's host time after a sleep, a busy
-#            wait, a memory touch or a warm call, per process (what cools a judged call's host path)
-# placement  benchmarks/placement_probe.py: a 16384² add's time by where its buffers lie and
-#            by how long the GPU idled before it
-# pages      benchmarks/placement_probe.py --pages: the same add on VMM mappings by alignment (the
-#            page size the GPU's MMU can use for them)
-# scrub      benchmarks/scrub_probe.py: a large add's time right after memory was freed (the
-#            driver's scrubbing), then the 16384² vectoradd case judged with and without the wait
-#            for it (SCRUB_JUDGED times each)
+# noise      benchmarks/probes/process_noise.py: a host-bound call's host time from process to
+#            process, two live processes taking turns, and each call on the next CPU
+# gaps       benchmarks/probes/process_noise.py --gaps: a blocked call's host time after a sleep,
+#            a busy wait, a memory touch or a warm call, per process (what cools a judged call's
+#            host path)
+# placement  benchmarks/probes/placement_probe.py: a 16384² add's time by where its buffers lie
+#            and by how long the GPU idled before it
+# pages      benchmarks/probes/placement_probe.py --pages: the same add on VMM mappings by
+#            alignment (the page size the GPU's MMU can use for them)
+# scrub      benchmarks/probes/scrub_probe.py: a large add's time right after memory was freed
+#            (the driver's scrubbing), then the 16384² vectoradd case judged with and without
+#            the wait for it (SCRUB_JUDGED times each)
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
@@ -179,30 +180,31 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         tail -40 "$OUT/batch.log"
         ;;
     noise)
-        run_stage noise 300 python benchmarks/process_noise.py --processes 6 --cpus 2
-        run_stage noise 200 python benchmarks/process_noise.py --processes 6 --cpus -2
-        run_stage noise 200 python benchmarks/process_noise.py --ring 8 --calls 300
+        run_stage noise 300 python benchmarks/probes/process_noise.py --processes 6 --cpus 2
+        run_stage noise 200 python benchmarks/probes/process_noise.py --processes 6 --cpus -2
+        run_stage noise 200 python benchmarks/probes/process_noise.py --ring 8 --calls 300
         cat "$OUT/noise.log"
         ;;
     gaps)
-        run_stage gaps 200 python benchmarks/process_noise.py --gaps "${GAP_MS:-3}" --processes 6 \
-            --calls 100
+        run_stage gaps 200 python benchmarks/probes/process_noise.py --gaps "${GAP_MS:-3}" \
+            --processes 6 --calls 100
         cat "$OUT/gaps.log"
         ;;
     placement)
-        run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 3
-        run_stage placement 200 python benchmarks/placement_probe.py --gaps --sets 1 --gap-ms 2
-        run_stage placement 200 python benchmarks/placement_probe.py --sets 2
+        run_stage placement 200 python benchmarks/probes/placement_probe.py --gaps --sets 3
+        run_stage placement 200 python benchmarks/probes/placement_probe.py --gaps --sets 1 \
+            --gap-ms 2
+        run_stage placement 200 python benchmarks/probes/placement_probe.py --sets 2
         cat "$OUT/placement.log"
         ;;
     pages)
-        run_stage pages 200 python benchmarks/placement_probe.py --pages --sets "${PAGE_SETS:-3}" \
-            --calls "${PAGE_CALLS:-15}" ${PAGE_ARGS:-}
+        run_stage pages 200 python benchmarks/probes/placement_probe.py --pages \
+            --sets "${PAGE_SETS:-3}" --calls "${PAGE_CALLS:-15}" ${PAGE_ARGS:-}
         cat "$OUT/pages.log"
         ;;
     scrub)
-        run_stage scrub 200 python benchmarks/scrub_probe.py --reps 6
-        run_stage scrub 300 python benchmarks/scrub_probe.py --judged "${SCRUB_JUDGED:-4}"
+        run_stage scrub 200 python benchmarks/probes/scrub_probe.py --reps 6
+        run_stage scrub 300 python benchmarks/probes/scrub_probe.py --judged "${SCRUB_JUDGED:-4}"
         cat "$OUT/scrub.log"
         ;;
     inline)

@@ -86,7 +86,7 @@ def test_a_made_up_release_costs_at_most_the_backlog_bound():
 
 
 def test_the_rate_is_below_the_slowest_measured():
-    # benchmarks/scrub_probe.py on an H200: 4 GiB scrubbed in about 16 ms, 1 GiB in about 3.
+    # benchmarks/probes/scrub_probe.py on an H200: 4 GiB scrubbed in about 16 ms, 1 GiB in about 3.
     assert scrubs_ms(4) >= 16
     assert scrubs_ms(1) >= 3
 

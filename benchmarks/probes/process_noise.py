@@ -1,6 +1,6 @@
 """How much a launch-bound call's host time moves from one process to the next on this machine.
 
-    python benchmarks/process_noise.py [--processes 8] [--calls 300] [--cpus 2,10] [--modes] [--gaps MS]
+    python benchmarks/probes/process_noise.py [--processes 8] [--calls 300] [--cpus 2,10] [--modes] [--gaps MS]
 
 Starts the same small program in fresh processes, one after another: each times `--calls`
 calls of a five-launch PyTorch module (a GEMM and its epilogue, KernelBench level-2 sized) by

@@ -1,10 +1,10 @@
 """Does where a large add's buffers lie, or how long the GPU idled before it, change its time?
 
-    python benchmarks/placement_probe.py [--n 16384] [--calls 15] [--sets 6] [--gaps]
+    python benchmarks/probes/placement_probe.py [--n 16384] [--calls 15] [--sets 6] [--gaps]
 
 (The two values a judged 16384² add read: 518 or 603 µs on the H100, 363 or 403 on the H200.
 Neither placement nor alignment was their cause: the driver scrubbing memory freed just before
-the call was, benchmarks/scrub_probe.py.)
+the call was, benchmarks/probes/scrub_probe.py.)
 
 Times `torch.add(a, b, out=c)` on fp16 N x N with CUDA events, the L2 flushed by a read before
 each call, for several placements of a, b and c:

@@ -1,7 +1,7 @@
 """Does device memory given back to the driver slow the kernels that run right after?
 
-    python benchmarks/scrub_probe.py [--n 16384] [--reps 4] [--sizes 0.5,1,2,4,8] [--no-wake]
-    python benchmarks/scrub_probe.py --judged K
+    python benchmarks/probes/scrub_probe.py [--n 16384] [--reps 4] [--sizes 0.5,1,2,4,8] [--no-wake]
+    python benchmarks/probes/scrub_probe.py --judged K
 
 (The two values a judged 16384² add reads: 363 or 403 µs on the H200. Its calls are judged
 frugally: between two timed calls the judge and the worker give their cached memory back to
@@ -98,7 +98,7 @@ def judged(times: int) -> None:
     from pytest_kernelboard.worker import scrubbing
     from pytest_kernelboard.worker.client import WorkerPool
 
-    task = load_task(Path(__file__).parents[1] / "leaderboards" / "vectoradd" / "task.yml")
+    task = load_task(Path(__file__).parents[2] / "leaderboards" / "vectoradd" / "task.yml")
     index = next(i for i, spec in enumerate(task.benchmarks) if spec["size"] == 16384)
     case = Case(BENCHMARK, index, task.benchmarks[index])
     plan = TimingPlan(
