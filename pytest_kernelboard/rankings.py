@@ -5,6 +5,12 @@ A ranking holds the best eligible run per (leaderboard, device, author), ordered
 one place: `is_ranked`. Everything else here (the site, `kernelboard results list`, the
 pull-request comment) goes through it.
 
+Runs timed by different timing methods (`harness.timing_method`, bumped whenever how a call is
+timed changes) are not comparable: `by_method` splits candidates by it, and the site and the
+pull-request comment rank only runs of one method together (the newest method on a board is its
+ranking; older ones are shown apart). A record without a timing method predates the field and
+counts as older than every numbered method.
+
 Public API:
     is_ranked(run, evaluation, task) -> bool
     is_baseline(run, evaluation, task) -> bool      (a filed reference run fit for the baseline)
@@ -15,6 +21,8 @@ Public API:
     rank_entries(records, task, device) -> list[RankedEntry]
     would_rank(run, evaluation, ranking) -> Projection
     intervals_overlap(a, b) -> bool
+    timing_method(run) -> int | None
+    by_method(candidates) -> dict[int | None, list[Candidate]]   (newest method first)
 """
 
 from __future__ import annotations
@@ -103,6 +111,27 @@ def baseline_position(scores: Sequence[float], score_us: float) -> int:
     return next((i for i, s in enumerate(scores) if s > score_us), len(scores))
 
 
+def timing_method(run: dict[str, Any]) -> int | None:
+    """The timing method a run was measured by (`harness.timing_method`); None for a record
+    older than the field."""
+    value = (run.get("harness") or {}).get("timing_method")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def method_order(method: int | None) -> int:
+    """Sort key of a timing method: None (unrecorded) before every numbered method."""
+    return -1 if method is None else method
+
+
+def by_method(found: Iterable[Candidate]) -> dict[int | None, list[Candidate]]:
+    """Candidates grouped by their timing method, the newest method first: runs of one group
+    may be ranked together, runs of two may not."""
+    groups: dict[int | None, list[Candidate]] = {}
+    for candidate in found:
+        groups.setdefault(candidate.timing_method, []).append(candidate)
+    return dict(sorted(groups.items(), key=lambda item: -method_order(item[0])))
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One eligible evaluation, reduced to what ordering needs. `payload` is the caller's."""
@@ -114,6 +143,7 @@ class Candidate:
     run_id: str
     index: int
     payload: Any = field(default=None, compare=False, repr=False)
+    timing_method: int | None = None  # harness.timing_method; None: not recorded (older)
 
     @classmethod
     def of(cls, run: dict[str, Any], index: int, payload: Any = None) -> Candidate:
@@ -133,6 +163,7 @@ class Candidate:
             run_id=run["run_id"],
             index=run.get("evaluation_index", 0) + index,
             payload=payload,
+            timing_method=timing_method(run),
         )
 
     @property

@@ -84,14 +84,30 @@ def fmt_deadline(value: dt.datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else ""
 
 
-def fast_p_text(fp: dict[str, float] | None) -> tuple[str, str, float]:
-    """The fast_1 share for the cell, every threshold for its tooltip, and a sort value."""
+def fast_p_text(
+    fp: dict[str, float] | None, raw: dict[str, float] | None = None
+) -> tuple[str, str, float]:
+    """The fast_1 share for the cell, every threshold for its tooltip (KernelBench's raw
+    shares after them), and a sort value. fast_p counts a case as faster than p x only beyond
+    noise: its speedup interval above p (results/summary.case_fast_p)."""
     if not fp:
         return "—", "", -1.0
     items = sorted((float(k), v) for k, v in fp.items())
     title = " · ".join(f"fast_{p:g} {fmt_pct(v)}" for p, v in items)
+    if raw:
+        shares = " · ".join(f"fast_{float(p):g} {fmt_pct(v)}" for p, v in _sorted_shares(raw))
+        title += f" (beyond noise) · raw fast_p, KernelBench's definition: {shares}"
     one = next((v for p, v in items if p == 1.0), None)
     return fmt_pct(one), title, -1.0 if one is None else one
+
+
+def _sorted_shares(shares: dict[str, float]) -> list[tuple[float, float]]:
+    return sorted((float(k), v) for k, v in shares.items())
+
+
+def method_text(method: int | None) -> str:
+    """'timing method 4', or what a record without one is."""
+    return "an unrecorded timing method (older)" if method is None else f"timing method {method}"
 
 
 class Paths:
@@ -222,7 +238,7 @@ def ranking_rows(board: Board) -> list[dict[str, Any]]:
     """Ranking rows with the reference baseline inserted where its score falls."""
     rows: list[dict[str, Any]] = []
     for entry, run in board.entries:
-        fp, fp_title, fp_sort = fast_p_text(run.fast_p)
+        fp, fp_title, fp_sort = fast_p_text(run.fast_p, run.fast_p_raw)
         ci = entry.candidate.ci95_us
         rows.append(
             {
@@ -240,7 +256,7 @@ def ranking_rows(board: Board) -> list[dict[str, Any]]:
                 "tied": entry.tied_with_above,
                 "tied_rank": entry.rank - 1,
                 "speedup": run.speedup,
-                "speedup_text": fmt_speedup(run.speedup),
+                "speedup_text": fmt_speedup(run.speedup, run.tied),
                 "fast_p": fp,
                 "fast_p_title": fp_title,
                 "fast_p_sort": fp_sort,
@@ -303,8 +319,35 @@ def recent_unranked(board: Board) -> list[Run]:
     return sorted(runs, key=lambda r: r.created_at, reverse=True)[:RECENT_UNRANKED]
 
 
+def apart_tables(board: Board) -> list[dict[str, Any]]:
+    """Runs of older timing methods than the board's ranking: one table per method, ranked
+    among themselves only (data.Board.rank)."""
+    tables = []
+    for method, entries in board.apart:
+        tables.append(
+            {
+                "method": method_text(method),
+                "rows": [
+                    {
+                        "rank": entry.rank,
+                        "author": run.author,
+                        "author_url": Paths.author(run.author),
+                        "score": run.score_us,
+                        "score_text": fmt_us(run.score_us),
+                        "ci_text": fmt_interval(entry.candidate.ci95_us),
+                        "speedup_text": fmt_speedup(run.speedup, run.tied),
+                        "date": run.date,
+                        "url": Paths.run(run),
+                    }
+                    for entry, run in ((e, e.candidate.payload) for e in entries)
+                ],
+            }
+        )
+    return tables
+
+
 def panel(board: Board) -> dict[str, Any]:
-    points = [(c.created_at, c.score_us, c.author) for c in board.candidates]
+    points = [(c.created_at, c.score_us, c.author) for c in board.ranked_candidates]
     series = [(run.author, run.fast_p) for _, run in board.entries[:FASTP_SERIES] if run.fast_p]
     unranked = recent_unranked(board)
     return {
@@ -312,7 +355,11 @@ def panel(board: Board) -> dict[str, Any]:
         "id": Paths.panel(board.device),
         "rows": ranking_rows(board),
         "ranked": len(board.ranking),
-        "runs": len(board.runs),
+        # every run the panel counts: filed (ranked, apart, unranked, reference) and local
+        "runs": len(board.runs) + len(board.local),
+        "filed": len(board.runs),
+        "method": method_text(board.current_method) if board.apart else "",
+        "apart": apart_tables(board),
         "heat": heatmap(board),
         "history": charts.history_svg(points, board.device),
         "fastp": charts.fast_p_svg(series, board.device),
@@ -382,6 +429,18 @@ def render_index(ctx: Ctx) -> None:
                         for e, r in board.entries[:3]
                     ],
                     "ranked": len(board.ranking),
+                    "listed": board.device in task.gpus,
+                    "local": [
+                        {
+                            "author": r.author,
+                            "mode": r.mode,
+                            "status": r.status,
+                            "score": fmt_us(r.score_us) if r.score_us is not None else "",
+                            "would_rank": r.would_rank,
+                            "url": Paths.run(r),
+                        }
+                        for r in sorted(board.local, key=lambda r: r.created_at, reverse=True)
+                    ],
                 }
             )
         tiles.append(
@@ -400,6 +459,8 @@ def render_index(ctx: Ctx) -> None:
         "index.html.j2",
         tiles=tiles,
         total_runs=ctx.data.total_runs,
+        local_runs=sum(len(board.local) for board in ctx.data.boards.values()),
+        local_mark=LOCAL_MARK,
         title="Leaderboards",
     )
 
@@ -471,22 +532,33 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
     clocks = env.get("clocks") or {}
     harness = doc.get("harness") or {}
     submission = evaluation.get("submission") or {}
-    visible = code_visible(task, ctx.data.now)
+    # A local run's code is its author's own: shown wherever its file still has the hash.
+    visible = run.local or code_visible(task, ctx.data.now)
     code_html = None
     code_note = ""
     if visible:
-        path = ctx.data.code_paths.get(run.sha256)
-        if path is None:
-            candidate = ctx.data.root / run.submission_path
+        # a local run's from its own file only, never from the store by its claimed hash
+        path = None if run.local else ctx.data.code_paths.get(run.sha256)
+        places = [ctx.data.root / run.submission_path]
+        if run.local:
+            places.append(Path(run.path).parent / run.submission_path)
+        for candidate in places if path is None else ():
             if candidate.is_file():
                 if hashlib.sha256(candidate.read_bytes()).hexdigest() == run.sha256:
                     path = candidate
+                    break
         if path is not None:
             code_html = ctx.highlighter(
                 run.sha256,
                 path.read_text(errors="replace"),
                 submission.get("file") or path.name,
                 evaluation["leaderboard"].get("lang"),
+            )
+        elif run.local:
+            code_note = (
+                f"Your code, from your local run: {run.submission_path or 'the submission'} is "
+                "not found here with the hash the run recorded, so it is not shown. A local "
+                "run is never filed, and its code is never published."
             )
         else:
             code_note = "The code of this run is not in the results store."
@@ -514,10 +586,20 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
         ("run id", doc.get("run_id")),
         ("record", run.path),
     ]
-    command = (
-        f"pytest {run.submission_path or submission.get('path', 'submission.py')} "
-        f"--kb-mode leaderboard --kb-replay {run.path}"
-    )
+    command = reproduce_command(run, submission)
+    method_note = ""
+    if run.ranked and run.timing_method != board.current_method and board.ranking:
+        method_note = (
+            f"Timed by {method_text(run.timing_method)}; this board ranks runs of "
+            f"{method_text(board.current_method)}, so this run is ranked apart, among runs of its "
+            "own method. Re-measure it to compare."
+        )
+    elif run.local and run.timing_method != board.current_method and board.ranking:
+        method_note = (
+            f"Timed by {method_text(run.timing_method)}; the filed ranking is of "
+            f"{method_text(board.current_method)}, so the rank it would take is among filed "
+            "runs of its own method only."
+        )
     summary = evaluation.get("summary") or {}
     ctx.write(
         Paths.run(run),
@@ -533,8 +615,11 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
         summary=summary,
         score_text=fmt_us(run.score_us),
         ci_text=fmt_interval(run.ci95_us),
-        speedup_text=fmt_speedup(run.speedup),
+        speedup_text=fmt_speedup(run.speedup, run.tied),
         fast_p=fast_p_text(run.fast_p)[1],
+        fast_p_raw=fast_p_text(run.fast_p_raw)[1],
+        method_note=method_note,
+        method=method_text(run.timing_method),
         cases=_case_rows(evaluation),
         statistic=times_note(c.get("timing") for c in evaluation.get("cases") or []) or "medians",
         local_mark=LOCAL_MARK,
@@ -546,6 +631,17 @@ def render_run(ctx: Ctx, board: Board, run: Run, rank: int | None, tied: bool) -
         command=command,
         pr=_pr(run),
     )
+
+
+def reproduce_command(run: Run, submission: dict[str, Any]) -> str:
+    """The command that reruns a run in its own mode; a leaderboard run reuses its recorded
+    seeds (`--kb-replay`, which only leaderboard mode draws afresh)."""
+    path = run.submission_path or submission.get("path", "submission.py")
+    mode = run.mode or "test"
+    command = f"pytest {path} --kb-mode {mode}"
+    if mode == "leaderboard":
+        command += f" --kb-replay {run.path}"
+    return command
 
 
 def render_author(
@@ -610,6 +706,7 @@ def write_export(ctx: Ctx, board: Board, rows: list[dict[str, Any]]) -> None:
                 "tied_with_above": e.tied_with_above,
                 "speedup": r.speedup,
                 "fast_p": r.fast_p,
+                "fast_p_raw": r.fast_p_raw,
                 "created_at": r.created_at,
                 "run_id": r.run_id,
                 "evaluation": r.index,
@@ -623,7 +720,29 @@ def write_export(ctx: Ctx, board: Board, rows: list[dict[str, Any]]) -> None:
         ],
         "history": [
             {"created_at": c.created_at, "author": c.author, "score_us": c.score_us}
-            for c in sorted(board.candidates, key=lambda c: c.created_at)
+            for c in sorted(board.ranked_candidates, key=lambda c: c.created_at)
+        ],
+        # The ranking's timing method, and runs of older ones, ranked among themselves only.
+        "timing_method": board.current_method,
+        "apart": [
+            {
+                "timing_method": method,
+                "ranking": [
+                    {
+                        "rank": e.rank,
+                        "author": e.author,
+                        "score_us": e.score_us,
+                        "score_ci95_us": list(e.candidate.ci95_us) if e.candidate.ci95_us else None,
+                        "speedup": e.candidate.payload.speedup,
+                        "created_at": e.candidate.created_at,
+                        "run_id": e.candidate.run_id,
+                        "evaluation": e.candidate.index,
+                        "record": e.candidate.payload.path,
+                    }
+                    for e in entries
+                ],
+            }
+            for method, entries in board.apart
         ],
     }
     target = ctx.out / Paths.export(board.task.name, board.device)
@@ -681,6 +800,8 @@ def _plan(data: SiteData) -> _Plan:
             for entry, run in board.entries:
                 plan.ranks[run.key] = (entry.rank, len(board.ranking))
                 plan.runs.append((key, run, entry.rank, entry.tied_with_above))
+            for _method, entries in board.apart:
+                plan.runs.extend((key, e.candidate.payload, None, False) for e in entries)
             for run in recent_unranked(board):
                 plan.runs.append((key, run, None, False))
             if board.reference is not None:

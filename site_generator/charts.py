@@ -82,6 +82,28 @@ def _axes(parts: list[str], ylabels: list[tuple[float, str]], xlabels: list[tupl
     parts.append("</g>")
 
 
+SINGLE_INSTANT_PAD_S = 1800  # every point at one instant: the axis spans an hour around it
+TIME_MARGIN = 0.05  # else: a twentieth of the points' span on either side
+
+
+def time_span(first: float, last: float) -> tuple[float, float]:
+    """The time axis (epoch seconds) for points from `first` to `last`: their span with a
+    small margin, or an hour around one instant; never a fixed day that dwarfs the data."""
+    if last <= first:
+        return first - SINGLE_INSTANT_PAD_S, first + SINGLE_INSTANT_PAD_S
+    margin = (last - first) * TIME_MARGIN
+    return first - margin, last + margin
+
+
+def time_format(span_s: float) -> str:
+    """Tick labels fine enough for the axis: days, then hours and minutes, then seconds."""
+    if span_s > 4 * 86400:
+        return "%Y-%m-%d"
+    if span_s > 600:
+        return "%m-%d %H:%M"
+    return "%H:%M:%S"
+
+
 def history_svg(points: Sequence[tuple[str, float, str]], device: str) -> str:
     """Best score over time: every ranked run as a dot, the best-so-far as a step line.
 
@@ -91,9 +113,7 @@ def history_svg(points: Sequence[tuple[str, float, str]], device: str) -> str:
     if not points:
         return ""
     data = sorted((parse_utc(t), s, a) for t, s, a in points)
-    t0, t1 = data[0][0].timestamp(), data[-1][0].timestamp()
-    if t1 - t0 < 86400:
-        t0, t1 = t0 - 43200, t1 + 43200
+    t0, t1 = time_span(data[0][0].timestamp(), data[-1][0].timestamp())
     scores = [s for _, s, _ in data]
     lo, hi = min(scores), max(scores)
     log = lo > 0 and hi / lo > 20
@@ -106,7 +126,7 @@ def history_svg(points: Sequence[tuple[str, float, str]], device: str) -> str:
     sy = _Scale(lo, hi, H - PAD_B, PAD_T, log=log)
     parts = _svg_open(label, "history")
     yt = _log_ticks(lo, hi) if log else _nice_ticks(lo, hi)
-    fmt = "%Y-%m-%d" if t1 - t0 > 4 * 86400 else "%m-%d %H:%M"
+    fmt = time_format(t1 - t0)
     xlabels: list[tuple[float, str]] = []
     for i in range(5):
         t = t0 + (t1 - t0) * i / 4

@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - the standard library does the same, sl
 
 from pytest_kernelboard import rankings
 from pytest_kernelboard.results.store import code_index, iter_records
+from pytest_kernelboard.results.summary import case_fast_p
 from pytest_kernelboard.spec.discovery import Catalog, load_catalog
 from pytest_kernelboard.spec.task import TaskSpec
 from pytest_kernelboard.stats.speed_of_light import speed_of_light
@@ -64,6 +65,8 @@ class Run:
     ci95_us: tuple[float, float] | None
     reference_score_us: float | None
     speedup: float | None
+    # fast_p: faster than p x beyond noise (summary.case_fast_p, from the cases, so records
+    # older than it read the same way); fast_p_raw: KernelBench's definition
     fast_p: dict[str, float] | None
     sha256: str
     submission_path: str
@@ -73,6 +76,9 @@ class Run:
     pull_request: int | None
     pr_url: str | None
     baseline: bool  # rankings.is_baseline: a filed reference run fit for the baseline row
+    fast_p_raw: dict[str, float] | None = None
+    tied: bool | None = None  # the speedup is within noise of 1 (tied_with_reference)
+    timing_method: int | None = None  # harness.timing_method (None: not recorded, older)
     candidate: rankings.Candidate | None = None  # set when ranked; its payload is this run
     # A local run previewed with `site build --local`: never filed, never ranked; `path` is
     # then the document's own path, and `would_rank` the rank it would take if filed.
@@ -101,6 +107,32 @@ class Board:
     reference: Run | None = None
     cases: dict[int, str] = field(default_factory=dict)  # benchmark case index -> label
     local: list[Run] = field(default_factory=list)  # previewed local runs (site/local.py)
+    # The ranking is of the newest timing method among the board's eligible runs; runs of
+    # older methods are ranked apart, per method (newest first), never against it.
+    current_method: int | None = None
+    apart: list[tuple[int | None, list[rankings.RankedEntry]]] = field(default_factory=list)
+    baselines: list[Run] = field(default_factory=list)  # filed reference runs fit for it
+
+    def rank(self) -> None:
+        """Rank the candidates: the newest timing method's runs are the ranking, older
+        methods' are ranked apart; the baseline is the latest reference run of that method."""
+        groups = rankings.by_method(self.candidates)
+        self.current_method = next(iter(groups), None)
+        self.ranking = rankings.rank(groups.pop(self.current_method, []))
+        self.apart = [(method, rankings.rank(group)) for method, group in groups.items()]
+        same = [r for r in self.baselines if r.timing_method == self.current_method]
+        self.reference = max(same, key=lambda r: r.created_at, default=None)
+
+    def ranking_for(self, method: int | None) -> list[rankings.RankedEntry]:
+        """The ranking a run of this timing method is comparable with (empty when none)."""
+        if method == self.current_method:
+            return self.ranking
+        return next((entries for m, entries in self.apart if m == method), [])
+
+    @property
+    def ranked_candidates(self) -> list[rankings.Candidate]:
+        """Every eligible run of the current timing method (the history chart's points)."""
+        return [c for c in self.candidates if c.timing_method == self.current_method]
 
     @property
     def entries(self) -> list[tuple[rankings.RankedEntry, Run]]:
@@ -205,6 +237,9 @@ def reduce_run(
     summary = evaluation["summary"]
     submission = evaluation["submission"]
     ci = summary.get("score_ci95_us")
+    # from the cases (no case with a speedup: none), so a record stored before fast_p was
+    # noise-aware shows the same shares as one stored after
+    shares = case_fast_p(evaluation.get("cases") or []) or (None, None)
     return Run(
         path=path,
         run_id=doc["run_id"],
@@ -221,7 +256,10 @@ def reduce_run(
         ci95_us=(ci[0], ci[1]) if ci and len(ci) == 2 else None,
         reference_score_us=summary.get("reference_score_us"),
         speedup=summary.get("speedup"),
-        fast_p=summary.get("fast_p"),
+        fast_p=shares[0],
+        fast_p_raw=shares[1],
+        tied=summary.get("tied_with_reference"),
+        timing_method=rankings.timing_method(doc),
         sha256=submission["sha256"],
         submission_path=submission.get("path", ""),
         tests=(summary.get("tests_passed", 0), summary.get("tests_total", 0)),
@@ -389,14 +427,12 @@ def load_site_data(
             board.runs.append(run)
             if run.candidate is not None:
                 board.candidates.append(run.candidate)
-            elif run.baseline and (
-                board.reference is None or run.created_at > board.reference.created_at
-            ):
-                board.reference = run
+            elif run.baseline:
+                board.baselines.append(run)
             if not run.is_reference:
                 by_author[run.author].append(run)
     for board in boards.values():
-        board.ranking = rankings.rank(board.candidates)
+        board.rank()
     for name in skipped[:20]:
         print(f"warning: skipped {name}", file=sys.stderr)
     return SiteData(root, catalog, now, boards, dict(by_author), total, skipped, code_paths)

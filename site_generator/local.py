@@ -5,7 +5,8 @@ copied under results/) and each of its evaluations is shown on its leaderboard, 
 device, marked "local, unranked": never among the ranking's rows, nor in the exports, the
 dataset or an author's page. A device the leaderboard does not list gets a tab of its own
 (a laptop's CPU run still previews). Where the run could be ranked, the page says the rank
-it would take if it were filed (rankings.would_rank, as the pull-request comment does).
+it would take if it were filed (rankings.would_rank, as the pull-request comment does), among
+the filed runs of its own timing method.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def add_local_runs(data: SiteData, paths: Iterable[Path]) -> int:
             )
             run.local, run.ranked = True, False
             if rankings.is_ranked(doc, evaluation, task):
-                run.would_rank = rankings.would_rank(doc, offset, board.ranking)
+                # against the filed runs of its own timing method only (data.Board.rank)
+                ranking = board.ranking_for(run.timing_method)
+                run.would_rank = rankings.would_rank(doc, offset, ranking)
             for case in evaluation.get("cases") or ():
                 if case.get("kind") == "benchmark":
                     board.cases.setdefault(case.get("index", 0), case_label(case))

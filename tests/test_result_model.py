@@ -158,8 +158,10 @@ def test_a_produced_document_validates_and_round_trips(tmp_path: Path):
         "score_ci95_us",
         "reference_score_us",
         "speedup",
+        "speedup_ci95",
         "tied_with_reference",
         "fast_p",
+        "fast_p_raw",
     ]
     assert submission["summary"]["status"] == "failed"  # its test failed; the benchmark passed
     assert submission["summary"]["speedup"] == pytest.approx(1.5)

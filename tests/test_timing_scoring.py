@@ -3,8 +3,8 @@ import math
 import pytest
 
 from pytest_kernelboard.stats.scoring import (
-    fast_p,
     fast_p_key,
+    fast_p_raw,
     rank_us,
     score,
     score_interval,
@@ -96,7 +96,7 @@ def test_speedup():
         speedup(10.0, 0.0)
 
 
-def test_fast_p_hand_computed_table():
+def test_raw_fast_p_hand_computed_table():
     #        case:   0      1      2      3      4      5
     correct = [True, True, True, False, True, True]
     speedups = [0.4, 1.0, 1.6, 3.0, 2.5, None]  # case 3 is fast but wrong; case 5 is untimed
@@ -105,19 +105,22 @@ def test_fast_p_hand_computed_table():
     # p=1   : > 1 (1.0 is not faster)         -> 2,4       = 2/6
     # p=1.5 : > 1.5                           -> 2,4       = 2/6
     # p=2   : > 2                             -> 4         = 1/6
-    assert fast_p(correct, speedups) == pytest.approx(
+    assert fast_p_raw(correct, speedups) == pytest.approx(
         {"fast_0": 5 / 6, "fast_0.5": 3 / 6, "fast_1": 2 / 6, "fast_1.5": 2 / 6, "fast_2": 1 / 6}
     )
 
 
-def test_fast_p_custom_thresholds_and_validation():
-    assert fast_p([False, False], [2.0, 3.0], thresholds=(0, 1)) == {"fast_0": 0.0, "fast_1": 0.0}
-    assert fast_p([True], [3.0], thresholds=(2.5,)) == {"fast_2.5": 1.0}
+def test_raw_fast_p_custom_thresholds_and_validation():
+    assert fast_p_raw([False, False], [2.0, 3.0], thresholds=(0, 1)) == {
+        "fast_0": 0.0,
+        "fast_1": 0.0,
+    }
+    assert fast_p_raw([True], [3.0], thresholds=(2.5,)) == {"fast_2.5": 1.0}
     assert fast_p_key(1.0) == "fast_1"
     with pytest.raises(ValueError):
-        fast_p([True], [1.0, 2.0])
+        fast_p_raw([True], [1.0, 2.0])
     with pytest.raises(ValueError):
-        fast_p([], [])
+        fast_p_raw([], [])
 
 
 def test_scores_tie_when_their_intervals_overlap_or_they_are_within_the_run_to_run_tolerance():

@@ -14,11 +14,15 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from .candidates import load_candidates
 from .judge import MODES, judge_many
-from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p
+from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
+
+# What a record's summary line keeps of it: what fast_p and "faster" are decided by.
+SUMMARY_KEYS = ("mode", "correct", "speedup", "speedup_ci95", "tied")
 
 
 class BatchProgress(Progress):
-    """A line on stderr per finished candidate: done, correct, faster, and the rate."""
+    """A line on stderr per finished candidate: done, correct, faster (beyond noise: the
+    speedup's interval above 1, records.faster; a tie is not faster), and the rate."""
 
     def __init__(self, total: int, stream: IO[str]):
         self.total, self.stream = total, stream
@@ -32,7 +36,7 @@ class BatchProgress(Progress):
     def record(self, record: dict[str, Any]) -> None:
         self.done += 1
         self.correct += bool(record["correct"])
-        self.faster += bool(record["speedup"] is not None and record["speedup"] > 1)
+        self.faster += faster(record, 1.0)
         elapsed = time.monotonic() - self.started
         rate = 3600 * self.done / elapsed if elapsed > 0 else 0.0
         verdict = record["status"] + (f" ({record['error_kind']})" if record["error_kind"] else "")
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         for record in _records(args, candidates, progress):
             out.write(json.dumps(record) + "\n")
             out.flush()
-            records.append({k: record[k] for k in ("mode", "correct", "speedup")})
+            records.append({k: record.get(k) for k in SUMMARY_KEYS})
             progress.record(record)
     except KernelboardError as exc:
         print(f"kernelboard judge: {exc}", file=sys.stderr)
@@ -64,10 +68,27 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
-    shares = batch_fast_p(records)
-    summary = ", ".join(f"fast_{p} {share:.2f}" for p, share in shares.items() if share is not None)
-    print(f"{len(records)} candidates judged; {summary}", file=sys.stderr)
+    print(summary_line(records), file=sys.stderr)
     return 0
+
+
+def summary_line(records: list[dict[str, Any]]) -> str:
+    """'N candidates judged; fast_0 1.00, fast_1 0.00, ... (beyond noise); raw fast_p
+    (KernelBench's definition): fast_1 0.38, ...'."""
+
+    def shares(values: dict[str, float | None]) -> str:
+        return ", ".join(
+            f"fast_{p} {share:.2f}" for p, share in values.items() if share is not None
+        )
+
+    line = f"{len(records)} candidates judged; {shares(batch_fast_p(records))}"
+    raw = batch_fast_p_raw(records)
+    if any(share is not None for p, share in raw.items() if p != "0"):
+        line += (
+            " (faster = beyond noise: the speedup's interval above p); "
+            f"raw fast_p (KernelBench's definition): {shares(raw)}"
+        )
+    return line
 
 
 def _records(
@@ -108,7 +129,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Judge candidates (source files, folders of them, or JSONL files of "
             "{id, source, lang}) against a leaderboard, one sandboxed worker each, one judge "
             "per GPU. One JSON record per candidate, in the order given, as each finishes "
-            "(docs/agents.md); progress and fast_p on stderr."
+            "(docs/agents.md); progress and fast_p (faster beyond noise; KernelBench's raw "
+            "fast_p beside it) on stderr."
         ),
     )
     parser.add_argument("leaderboard", help="the leaderboard's name, as in leaderboards/")

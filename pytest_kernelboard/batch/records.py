@@ -5,11 +5,18 @@ fields like the results document's): the verdict, the speedup and whether it is 
 that a reward function must not trust blindly, what kind of error it was, and feedback per case
 (the check's message, the max error, the time and its interval). Built from the evaluation's
 case outcomes and its summary; nothing here measures or judges.
+
+"Faster than p x" means beyond noise: the lower end of the speedup's interval (`speedup_ci95`,
+the interval that decides `tied`) above p. `fast_p` and the judge's "faster" count use it;
+`fast_p_raw` keeps KernelBench's definition (the point speedup above p) for comparison with
+published numbers. A record written before `speedup_ci95` existed is read by its speedup, the
+run-to-run tolerance around it and its `tied` (records are never rewritten).
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +33,18 @@ from ..results.result_model import (
     json_schema,
 )
 from ..spec.cases import Case
-from ..stats.scoring import fast_p, rank_us
+from ..stats.scoring import (
+    TIE_TOLERANCE,
+    case_speedup_interval,
+    fast_p,
+    fast_p_raw,
+    faster_than,
+    rank_us,
+)
 from ..worker.protocol import ErrorKind
 
 SCHEMA_ID = "kernelboard.candidate/1"
-FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)  # the batch's fast_p, as KernelBench reports it
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)  # the batch's fast_p, at KernelBench's thresholds
 DEFAULT_EXCESSIVE_SPEEDUP = 10.0  # KernelBench's threshold for a speedup too good to trust
 
 
@@ -79,6 +93,9 @@ class CaseFeedback(Record):
     ci95_within_us: tuple[float, ...] | None = None
     reference_us: float | None = None
     speedup: float | None = None
+    # The speedup's interval (stats/scoring.speedup_interval): faster than p beyond noise
+    # where its lower end is above p.
+    speedup_ci95: tuple[float, ...] | None | Absent = ABSENT
     stop_reason: str | None = None
     # On a GPU: most timed calls were charged their host time (launches, Python), not their
     # device time. Such a time moves with the process far more than its own samples show (in a
@@ -106,9 +123,14 @@ class CandidateRecord(Record):
     error_kind: ErrorKindName | None
     message: str  # the first failure's message: the compiler's, the check's, ...
     failed_case: str | None  # "test[size=1-seed=3]" of the first failure
-    fast_p: dict[str, bool] | None  # this candidate's share of the batch's fast_p
+    # this candidate's part of the batch's fast_p: correct and faster than p x beyond noise
+    fast_p: dict[str, bool] | None
     cases: tuple[CaseFeedback, ...]
     duration_s: float = field(metadata={"schema": {"minimum": 0}})
+    # The speedup's interval; tied is lo <= 1 <= hi (null when not timed, or unbounded above).
+    speedup_ci95: tuple[float, ...] | None | Absent = ABSENT
+    # KernelBench's definition: correct and the point speedup above p (noise counted as wins).
+    fast_p_raw: dict[str, bool] | None | Absent = ABSENT
     profile: dict[str, Any] | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
     key_order: tuple[str, ...] = _order()
@@ -137,12 +159,27 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         or _interval(timing, "rank_ci95_us"),
         reference_us=rank_us(reference) if reference else None,
         speedup=outcome.speedup,
+        speedup_ci95=_case_interval(case, outcome),
         stop_reason=(timing or {}).get("stop_reason"),
         host_bound=host_bound(timing),
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
     )
+
+
+def _case_interval(case: Case, outcome: CaseOutcome) -> tuple[float, ...] | None | Absent:
+    """A timed benchmark case's speedup interval; absent for a case without a speedup."""
+    if outcome.speedup is None:
+        return ABSENT
+    bounds = case_speedup_interval(
+        {
+            "timing": outcome.timing or None,
+            "reference_timing": outcome.reference_timing or None,
+            "speedup": outcome.speedup,
+        }
+    )
+    return tuple(bounds) if bounds and math.isfinite(bounds[1]) else None
 
 
 def _interval(timing: Mapping[str, Any] | None, key: str) -> tuple[float, ...] | None:
@@ -234,8 +271,12 @@ def candidate_record(
         flags.append(Flag.MUTATES_INPUTS)
     if speedup is not None and speedup > excessive_speedup:
         flags.append(Flag.EXCESSIVE_SPEEDUP)
-    shares = fast_p([correct], [speedup], FAST_P_THRESHOLDS)
     timed = mode != "test"
+    tie = summary.get("tied_with_reference") if correct and timed else None
+    bounds = summary.get("speedup_ci95") if speedup is not None else None
+    interval = speedup_bounds(speedup, bounds, tie)
+    shares = fast_p([correct], [interval], FAST_P_THRESHOLDS)
+    raw = fast_p_raw([correct], [speedup], FAST_P_THRESHOLDS)
     return CandidateRecord(
         id=candidate_id,
         leaderboard=leaderboard,
@@ -243,31 +284,89 @@ def candidate_record(
         status=status,
         correct=correct,
         speedup=speedup,
-        tied=summary.get("tied_with_reference") if correct and timed else None,
+        tied=tie,
         flags=tuple(dict.fromkeys(flags)),
         error_kind=kind,
         message=first[1].message if first else "",
         failed_case=f"{first[0].kind}[{first[0].id}]" if first else None,
-        fast_p={
-            key.removeprefix("fast_"): bool(share)
-            for key, share in shares.items()
-            if timed or key == "fast_0"
-        },
+        fast_p=_flags(shares, timed),
         cases=tuple(case_feedback(c, o) for c, o in outcomes),
         duration_s=round(duration_s, 3),
+        speedup_ci95=tuple(bounds) if bounds else None,
+        fast_p_raw=_flags(raw, timed),
         profile=ABSENT if profile is None else profile,
     )
 
 
+def _flags(shares: Mapping[str, float], timed: bool) -> dict[str, bool]:
+    return {
+        key.removeprefix("fast_"): bool(share)
+        for key, share in shares.items()
+        if timed or key == "fast_0"
+    }
+
+
+def speedup_bounds(
+    speedup: float | None, bounds: Sequence[float] | None, tie: bool | None
+) -> tuple[float, float] | None:
+    """A candidate's speedup interval: its stored `speedup_ci95`, else (a record older than it,
+    or an interval unbounded above) the run-to-run tolerance around the speedup, reaching down
+    to 1 where the record says tied. None without a speedup."""
+    if speedup is None:
+        return None
+    if bounds and len(bounds) == 2:
+        return float(bounds[0]), float(bounds[1])
+    lo, hi = speedup * (1 - TIE_TOLERANCE), speedup * (1 + TIE_TOLERANCE)
+    if tie:
+        lo, hi = min(lo, 1.0), max(hi, 1.0)
+    return lo, hi
+
+
+def record_interval(record: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The speedup interval of a candidate's record as written (or read back): see
+    speedup_bounds. None when it is not correct or not timed."""
+    if not record.get("correct"):
+        return None
+    return speedup_bounds(record.get("speedup"), record.get("speedup_ci95"), record.get("tied"))
+
+
+def faster(record: Mapping[str, Any], p: float = 1.0) -> bool:
+    """Whether a candidate's record is correct and faster than p x the reference beyond noise
+    (its speedup interval above p): what the judge's progress counts as "faster"."""
+    return faster_than(record_interval(record), p)
+
+
 def batch_fast_p(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """KernelBench's fast_p over a batch: the share of candidates correct and faster than p
-    times the reference (p = 0: correct at all). None where the batch was not timed."""
+    """fast_p over a batch, noise-aware: the share of candidates correct and faster than p
+    times the reference beyond noise (their speedup interval above p; `faster`). p = 0: correct
+    at all. None where the batch was not timed. Identical code tied with the reference counts
+    for no p >= 1, however its point speedups fell."""
     if not records:
         return {}
-    timed = any(r["mode"] != "test" for r in records)
     shares = fast_p(
-        [r["correct"] for r in records], [r["speedup"] for r in records], FAST_P_THRESHOLDS
+        [bool(r["correct"]) for r in records],
+        [record_interval(r) for r in records],
+        FAST_P_THRESHOLDS,
     )
+    return _batch_shares(records, shares)
+
+
+def batch_fast_p_raw(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """KernelBench's fast_p over a batch, raw: the share of candidates correct and whose point
+    speedup is above p (noise counted as wins: identical code reads faster about half the
+    time). For comparison with published numbers; reward and report by batch_fast_p."""
+    if not records:
+        return {}
+    shares = fast_p_raw(
+        [bool(r["correct"]) for r in records], [r["speedup"] for r in records], FAST_P_THRESHOLDS
+    )
+    return _batch_shares(records, shares)
+
+
+def _batch_shares(
+    records: Sequence[Mapping[str, Any]], shares: Mapping[str, float]
+) -> dict[str, float | None]:
+    timed = any(r["mode"] != "test" for r in records)
     return {
         key.removeprefix("fast_"): (share if timed or key == "fast_0" else None)
         for key, share in shares.items()

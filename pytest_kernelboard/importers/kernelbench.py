@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from ..stats.scoring import DEFAULT_FAST_P, fast_p
+from ..stats.scoring import DEFAULT_FAST_P, fast_p_raw
 
 
 def _utils() -> ModuleType:
@@ -324,7 +324,7 @@ def fast_p_over_problems(
     `summary`) per problem; a problem not correct, or correct but not timed, counts as a miss."""
     correct = [e["summary"]["status"] == "passed" for e in evaluations]
     speedups = [e["summary"].get("speedup") for e in evaluations]
-    return fast_p(correct, speedups, thresholds)
+    return fast_p_raw(correct, speedups, thresholds)  # raw: as published numbers count
 
 
 def run_fast_p(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from typing import Any
 from ..presentation import (
     TIE,
     case_speedup,
+    fmt_pct,
     fmt_ranked_time,
     fmt_speed_of_light,
     fmt_speedup,
@@ -21,6 +22,7 @@ from ..presentation import (
     fmt_with_interval,
     times_note,
 )
+from ..results.summary import case_fast_p
 from ..stats.scoring import TIE_TOLERANCE
 from ..stats.speed_of_light import speed_of_light
 from .gate import GateResult
@@ -117,7 +119,11 @@ def rank_line(run: dict[str, Any], task: Any, records: Iterable[Any]) -> str:
     device = run["environment"]["device"]
     if not rankings.is_ranked(run, evaluation, task):
         return "**Rank:** not ranked (ranking needs a passing leaderboard-mode run on a listed device before the deadline)."
-    ranking = rankings.rank_entries(records, task, device)
+    # Only runs timed by this run's own timing method are comparable with it.
+    method = rankings.timing_method(run)
+    groups = rankings.by_method(rankings.candidates(records, task, device))
+    ranking = rankings.rank(groups.pop(method, []))
+    apart = sum(len(rankings.best_per_author(group)) for group in groups.values())
     projection = rankings.would_rank(run, 0, ranking)
     where = f"**Rank it would take:** {projection.rank} of {projection.total}"
     if projection.rank == 1:
@@ -132,6 +138,11 @@ def rank_line(run: dict[str, Any], task: Any, records: Iterable[Any]) -> str:
         extra.append(f"your earlier entry (rank {projection.previous_rank}) stays your best")
     if projection.tied_with:
         extra.append("within noise of " + ", ".join(cell(a) for a in projection.tied_with))
+    if apart:
+        extra.append(
+            f"{apart} filed {'entry' if apart == 1 else 'entries'} timed by another timing "
+            "method not compared"
+        )
     tail = f" ({'; '.join(extra)})" if extra else ""
     return f"{where} · {gap}{tail}"
 
@@ -157,6 +168,32 @@ def case_table(evaluation: dict[str, Any]) -> list[str]:
             f"| {fmt_speed_of_light(speed_of_light(timing))} |"
         )
     return lines
+
+
+def fast_p_lines(evaluation: dict[str, Any]) -> list[str]:
+    """fast_p over the benchmark cases, faster beyond noise (a case's speedup interval above
+    p; results/summary.case_fast_p), with KernelBench's raw fast_p beside it; nothing when no
+    case was timed."""
+    shares = case_fast_p(evaluation.get("cases") or [])
+    if shares is None:
+        return []
+    noise_aware, raw = shares
+
+    def row(values: Mapping[str, float]) -> str:
+        return " · ".join(
+            f"fast_{p} {fmt_pct(v)}" for p, v in sorted(values.items(), key=_threshold) if p != "0"
+        )
+
+    return [
+        f"**fast_p** (benchmark cases correct and faster than p× the reference beyond noise): "
+        f"{row(noise_aware)} · raw fast_p (KernelBench's definition, noise counted as wins): "
+        f"{row(raw)}",
+        "",
+    ]
+
+
+def _threshold(item: tuple[str, float]) -> float:
+    return float(item[0])
 
 
 def failures(evaluation: dict[str, Any]) -> list[str]:
@@ -208,6 +245,7 @@ def device_section(
         speed = fmt_speedup(summary.get("speedup"), summary.get("tied_with_reference"))
         lines.append(f"{line} · **speedup over the reference:** {speed}")
         lines.append("")
+    lines += fast_p_lines(ev)
     if rank_problem is not None and outcome.run is not None:
         lines.append(f"**Rank:** unavailable ({cell(rank_problem, 500)})")
         lines.append("")

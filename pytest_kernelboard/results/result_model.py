@@ -351,8 +351,16 @@ class Summary(Record):
     reference_score_us: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
     speedup: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
     speedup_geomean: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)  # older
+    # The run's speedup interval (stats/scoring.speedup_interval): tied_with_reference is
+    # lo <= 1 <= hi. Null where unbounded above (the score's interval reaches 0).
+    speedup_ci95: tuple[float, ...] | None | Absent = field(default=ABSENT, metadata=_PAIR)
     tied_with_reference: bool | None | Absent = ABSENT
+    # The share of benchmark cases correct and faster than p x beyond noise (the lower end of
+    # the case's speedup interval above p; stats/scoring.fast_p). Records written before
+    # fast_p_raw existed hold KernelBench's raw shares here.
     fast_p: dict[str, float] | None | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
+    # KernelBench's definition (the point speedup above p, noise counted as wins).
+    fast_p_raw: dict[str, float] | None | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     extra: Mapping[str, Any] = _bookkeeping()
     key_order: tuple[str, ...] = _order()
 

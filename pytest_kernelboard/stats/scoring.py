@@ -18,12 +18,17 @@ from pytest_kernelboard.vocabulary import RANKINGS
 __all__ = [
     "DEFAULT_FAST_P",
     "RANKINGS",
+    "case_speedup_interval",
     "fast_p",
     "fast_p_key",
+    "fast_p_raw",
+    "faster_than",
     "rank_us",
     "score",
     "score_interval",
     "speedup",
+    "speedup_interval",
+    "tied",
 ]
 
 DEFAULT_FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -157,6 +162,62 @@ def tied(
     return overlap or close
 
 
+def speedup_interval(
+    score_us: float,
+    interval: Sequence[float] | None,
+    reference_us: float,
+    reference_interval: Sequence[float] | None,
+) -> tuple[float, float]:
+    """The speedup's interval [lo, hi]: the noise around reference_us / score_us, by the same
+    two rules as `tied`, so that tied(...) holds exactly when lo <= 1 <= hi.
+
+    lo = min(reference's low / score's high, speedup x (1 - TIE_TOLERANCE)),
+    hi = max(reference's high / score's low, speedup x (1 + TIE_TOLERANCE)): the intervals'
+    ratio and the run-to-run tolerance. Without both intervals only the tolerance applies.
+    hi is infinite when the score's interval reaches 0. "Faster than p x beyond noise" is
+    lo > p (`faster_than`).
+    """
+    if not score_us > 0 or not reference_us >= 0:
+        raise ValueError(f"need reference >= 0 and score > 0, got {reference_us}, {score_us}")
+    value = reference_us / score_us
+    lo, hi = value * (1 - TIE_TOLERANCE), value * (1 + TIE_TOLERANCE)
+    if interval and reference_interval and len(interval) == 2 and len(reference_interval) == 2:
+        low, high = float(interval[0]), float(interval[1])
+        if high > 0:
+            lo = min(lo, float(reference_interval[0]) / high)
+        hi = max(hi, float(reference_interval[1]) / low if low > 0 else math.inf)
+    return lo, hi
+
+
+def _ranked(timing: Mapping[str, Any] | None) -> tuple[float | None, tuple[float, float] | None]:
+    """(ranking statistic, its interval) of a stored timing: rank_us and rank_ci95_us, or the
+    mean and ci95_us of a record older than rank_us."""
+    if not timing:
+        return None, None
+    value = rank_us(timing)
+    ci = timing.get("rank_ci95_us") if timing.get("rank_us") is not None else timing.get("ci95_us")
+    return value, (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 else None
+
+
+def case_speedup_interval(case: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The speedup interval of one stored case record, from its timing and its reference's
+    (speedup_interval); a case with a stored speedup but not both timings gets the
+    run-to-run tolerance around it; None for a case without a speedup."""
+    value, ci = _ranked(case.get("timing"))
+    reference, reference_ci = _ranked(case.get("reference_timing"))
+    if value is not None and reference is not None and value > 0:
+        return speedup_interval(value, ci, reference, reference_ci)
+    stored = case.get("speedup")
+    if isinstance(stored, int | float) and not isinstance(stored, bool) and math.isfinite(stored):
+        return stored * (1 - TIE_TOLERANCE), stored * (1 + TIE_TOLERANCE)
+    return None
+
+
+def faster_than(interval: Sequence[float] | None, p: float) -> bool:
+    """Whether a speedup interval lies above p: faster than p x the reference beyond noise."""
+    return interval is not None and float(interval[0]) > p
+
+
 def fast_p_key(p: float) -> str:
     """'fast_0', 'fast_0.5', 'fast_1', ... (KernelBench's names)."""
     return f"fast_{p:g}"
@@ -164,12 +225,40 @@ def fast_p_key(p: float) -> str:
 
 def fast_p(
     correct: Sequence[bool],
+    intervals: Sequence[Sequence[float] | None],
+    thresholds: Sequence[float] = DEFAULT_FAST_P,
+) -> dict[str, float]:
+    """fast_p, noise-aware: the share of all cases that are correct AND faster than p times
+    the reference beyond noise (the lower end of the speedup interval above p; `faster_than`).
+    fast_0 is the share of correct cases, timed or not; a correct case without an interval
+    (not timed) counts for no p > 0. A speedup inside the noise of p is no win."""
+    if len(correct) != len(intervals):
+        raise ValueError(f"{len(correct)} correctness flags but {len(intervals)} intervals")
+    if not correct:
+        raise ValueError("fast_p of no cases")
+    total = len(correct)
+    out: dict[str, float] = {}
+    for p in thresholds:
+        if p <= 0:
+            hits = sum(1 for ok in correct if ok)
+        else:
+            hits = sum(
+                1 for ok, iv in zip(correct, intervals, strict=True) if ok and faster_than(iv, p)
+            )
+        out[fast_p_key(p)] = hits / total
+    return out
+
+
+def fast_p_raw(
+    correct: Sequence[bool],
     speedups: Sequence[float | None],
     thresholds: Sequence[float] = DEFAULT_FAST_P,
 ) -> dict[str, float]:
-    """KernelBench's fast_p: the share of all cases that are correct AND faster than p times the
-    reference (speedup > p). fast_0 is the share of correct cases, timed or not; a correct case
-    without a speedup (not timed) counts for no p > 0."""
+    """KernelBench's fast_p, raw: the share of all cases that are correct AND whose point
+    speedup is above p, noise and all (identical code reads faster about half the time). Kept
+    to compare with published numbers; rank and reward by `fast_p`. fast_0 is the share of
+    correct cases, timed or not; a correct case without a speedup (not timed) counts for no
+    p > 0."""
     if len(correct) != len(speedups):
         raise ValueError(f"{len(correct)} correctness flags but {len(speedups)} speedups")
     if not correct:
