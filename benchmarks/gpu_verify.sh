@@ -42,6 +42,9 @@
 #            (the driver's scrubbing), then the 16384² vectoradd case judged with and without
 #            the wait for it (SCRUB_JUDGED times each)
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
+# multigpu   the multi-GPU layout and GPU tests, allreduce_scale in every mode (2+ GPUs)
+# gpumodedist benchmarks/gpumode_distributed.py: GPU MODE's amd_distributed problems, unmodified,
+#            at world_size 2 and 4 (GPUMODE_PROBLEMS: a reference-kernels checkout's problems/)
 # With no stage named: tests selfcheck truth sandbox.
 # Logs go to $OUT (default ./gpu-verify) as one file per stage. GPU_TEST_FILES picks test files
 # and GPU_TEST_ARGS adds pytest arguments to each (-k timer_patch_gpu);
@@ -93,6 +96,32 @@ for stage in $stages; do
         # shellcheck disable=SC2086  # the list is words on purpose
         label="-n ${LOAD_WORKERS:-4}" run_stage loadtests "${TEST_LIMIT:-420}" python -m pytest \
             ${GPU_TEST_FILES:-$ALL_GPU_TESTS} -n "${LOAD_WORKERS:-4}" -q -rfEs -p no:cacheprovider
+        ;;
+    multigpu)
+        # The multi-GPU cases on every visible GPU (2 or more), sandboxed: the layout tests,
+        # the GPU tests (NCCL's transport, CUDA IPC between ranks), then allreduce_scale's
+        # self-check and its solutions in each mode, correct and wrong.
+        label="tests" run_stage multigpu "${TEST_LIMIT:-420}" python -m pytest \
+            tests/test_case_sandbox.py tests/test_distributed_gpu.py tests/test_distributed.py \
+            -q -rfEs -p no:cacheprovider -s
+        label="selfcheck" run_stage multigpu 300 python -m pytest leaderboards/allreduce_scale \
+            -q -rfEs -p no:cacheprovider
+        for mode in benchmark leaderboard; do
+            for solution in correct/submission_pytorch.py wrong/submission_rank0_only.py; do
+                label="$mode $solution" run_stage multigpu 300 python -m pytest \
+                    "leaderboards/allreduce_scale/solutions/$solution" \
+                    --kb-leaderboard allreduce_scale --kb-mode "$mode" -q -rfEs \
+                    -p no:cacheprovider --kb-results "$OUT/allreduce-$mode-${solution%%/*}.json"
+            done
+        done
+        ;;
+    gpumodedist)
+        # GPU MODE's distributed problems (a reference-kernels checkout's problems/ in
+        # GPUMODE_PROBLEMS), imported unmodified, at world_size 2 and 4 where the GPUs allow.
+        run_stage gpumodedist "${GPUMODE_LIMIT:-580}" python benchmarks/gpumode_distributed.py \
+            "${GPUMODE_PROBLEMS:-.refk/problems}" --world-sizes "${GPUMODE_WORLD_SIZES:-2,4}" \
+            --modes "${GPUMODE_MODES:-test,leaderboard}" --out "$OUT/gpumode-distributed"
+        tail -60 "$OUT/gpumodedist.log"
         ;;
     selfcheck)
         run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
