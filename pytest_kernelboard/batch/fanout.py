@@ -1,9 +1,25 @@
-"""Several GPUs of one host: one judge process per GPU, candidates handed out as each frees up.
+"""Several GPUs of one host: one judge process per GPU, candidates handed out as each frees up,
+and one timing of the reference that every judge shares.
 
-Each process is `python -m pytest_kernelboard.batch.fanout GPU LEADERBOARD MODE ROOT
-EXCESSIVE`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts; it reads one
-candidate per line on stdin and writes one record per line on stdout. The parent keeps a few
-candidates in flight per process (so each imports ahead) and yields records in the order given.
+Each process is `python -m pytest_kernelboard.batch.fanout LEADERBOARD MODE ROOT EXCESSIVE
+--share K/N [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts. Both
+ways, a line is one JSON object whose "type" says what it is:
+
+    parent -> judge   candidate         {"candidate": {id, source, lang}}
+                      reference         {"case": KEY, "timing": {...}} or {"case", "error"};
+                                        "case": null fails every case not yet sent
+    judge -> parent   record            {"record": {...}}, one per candidate, in the order sent
+                      reference_share   {"case": KEY, "label", "workers": [k, k+N, ...],
+                                        "timings": [one per worker]} or {"case", "error"}
+                      phase             where the judge's time went (shown as progress)
+
+The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers (judge.py).
+Judge K of N times the workers K, K+N, ... of them as it starts, while its first candidates
+import; the parent combines the five as one judge would (session.combined_reference: the
+median worker's timing, its interval widened by their spread) and sends the result to every
+judge, so a candidate's speedup does not depend on which GPU judged it, and the reference costs
+each GPU a fifth to a half of what it cost it alone. The parent keeps a few candidates in flight
+per judge (so each imports ahead) and yields records in the order given.
 """
 
 from __future__ import annotations
@@ -13,15 +29,33 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from queue import Queue
-from typing import Any
+from typing import IO, Any
 
+from ..evaluation.progress import Progress
+from ..evaluation.session import combined_reference, reference_line
+from ..results.reference_runs import ReferenceUnavailable
 from .candidates import Candidate
+from .judge import REFERENCE_WORKERS
 
 IN_FLIGHT = 3  # candidates queued at each GPU's judge: the one judged and those imported ahead
+CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
+    "candidate",
+    "record",
+    "reference",
+    "reference_share",
+    "phase",
+)
+
+
+def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> list[int]:
+    """Which of the reference's `total` workers judge `judge` of `judges` times: judge, judge +
+    judges, ...; none for a judge beyond the fifth."""
+    return list(range(judge, total, judges))
 
 
 def judge_on_gpus(
@@ -32,16 +66,18 @@ def judge_on_gpus(
     gpus: Sequence[int],
     excessive_speedup: float,
     profile: bool = False,
+    progress: Progress | None = None,
 ) -> Iterator[dict[str, Any]]:
-    done: Queue[tuple[int, int, dict[str, Any] | None]] = Queue()
+    inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
     processes = []
     # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
     inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    for gpu in gpus:
+    for slot, gpu in enumerate(gpus):
         physical = inherited[gpu] if gpu < len(inherited) else str(gpu)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": physical}
         process = subprocess.Popen(
             [sys.executable, "-m", __name__, leaderboard, mode, str(root), str(excessive_speedup)]
+            + ["--share", f"{slot}/{len(gpus)}"]
             + (["--profile"] if profile else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -50,70 +86,234 @@ def judge_on_gpus(
             bufsize=1,
         )
         processes.append(process)
-    assigned: list[list[int]] = [[] for _ in processes]  # candidate indices, in order sent
+    assigned: list[deque[int]] = [deque() for _ in processes]  # candidate indices, in order sent
+    waiting = deque(range(len(candidates)))  # not yet sent (or sent to a judge that ended)
+    combiner = _Combiner(len(processes))
+    ended: set[int] = set()
 
     def read(slot: int) -> None:
         for line in processes[slot].stdout:
-            done.put((slot, assigned[slot].pop(0), json.loads(line)))
-        done.put((slot, -1, None))  # the process ended
+            inbox.put((slot, json.loads(line)))
+        inbox.put((slot, None))
 
-    def send(slot: int, index: int) -> None:
-        assigned[slot].append(index)
-        processes[slot].stdin.write(json.dumps(asdict(candidates[index])) + "\n")
-        processes[slot].stdin.flush()
+    def tell(slot: int, message: dict[str, Any]) -> None:
+        try:
+            processes[slot].stdin.write(json.dumps(message) + "\n")
+            processes[slot].stdin.flush()
+        except OSError:  # that judge has ended; its reader says so
+            pass
+
+    def top_up(slot: int) -> None:
+        while slot not in ended and len(assigned[slot]) < IN_FLIGHT and waiting:
+            index = waiting.popleft()
+            assigned[slot].append(index)
+            tell(slot, {"type": CANDIDATE, "candidate": asdict(candidates[index])})
+
+    def handle(slot: int, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == REFERENCE_SHARE:
+            for combined in combiner.add(slot, message, progress):
+                for other in range(len(processes)):
+                    tell(other, combined)
+        elif kind == PHASE and progress is not None:
+            progress.phase(f"judge {slot} (GPU {gpus[slot]})", phase_line(message))
 
     readers = [threading.Thread(target=read, args=(s,), daemon=True) for s in range(len(gpus))]
     for reader in readers:
         reader.start()
-    following = 0
     for slot in range(len(processes)):
-        for _ in range(IN_FLIGHT):
-            if following < len(candidates):
-                send(slot, following)
-                following += 1
+        top_up(slot)
     ready: dict[int, dict[str, Any]] = {}
-    next_out, alive = 0, len(processes)
+    next_out = 0
     try:
         while next_out < len(candidates):
-            if alive == 0:
+            if len(ended) == len(processes):
                 raise RuntimeError("every GPU's judge process ended before the batch was done")
-            slot, index, record = done.get()
-            if record is None:
-                alive -= 1
-                continue
-            ready[index] = record
-            if following < len(candidates):
-                send(slot, following)
-                following += 1
+            slot, message = inbox.get()
+            if message is None:  # its unjudged candidates go to the others
+                ended.add(slot)
+                waiting.extendleft(reversed(assigned[slot]))
+                assigned[slot].clear()
+                for failed in combiner.end(slot, gpus[slot]):
+                    for other in range(len(processes)):
+                        tell(other, failed)
+                for other in range(len(processes)):
+                    top_up(other)
+            elif message.get("type") == RECORD:
+                ready[assigned[slot].popleft()] = message["record"]
+                top_up(slot)
+            else:
+                handle(slot, message)
             while next_out in ready:
                 yield ready.pop(next_out)
                 next_out += 1
     finally:
         for process in processes:
-            process.stdin.close()
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
         for process in processes:
             process.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        while not inbox.empty():  # each judge's account of its time, sent as it ended
+            slot, message = inbox.get()
+            if message is not None and message.get("type") == PHASE:
+                handle(slot, message)
+
+
+class _Combiner:
+    """The parent's side of the shared reference: each case's shares, combined into one timing
+    once every judge with workers of it has sent its share."""
+
+    def __init__(self, judges: int):
+        self.dealt = {j for j in range(judges) if shared_workers(j, judges)}
+        self.cases: dict[str, dict[str, Any]] = {}
+        self.broken: str | None = None  # why no further case can be combined
+
+    def add(
+        self, judge: int, message: dict[str, Any], progress: Progress | None
+    ) -> list[dict[str, Any]]:
+        """The messages for every judge once this share completes its case."""
+        key = message["case"]
+        case = self.cases.setdefault(key, {"from": set(), "timings": {}, "errors": []})
+        case["from"].add(judge)
+        if message.get("error"):
+            case["errors"].append(message["error"])
+        else:
+            case["timings"].update(zip(message["workers"], message["timings"], strict=True))
+        if self.broken is not None or case["from"] != self.dealt:
+            return []
+        if case["errors"]:
+            return [{"type": REFERENCE, "case": key, "error": case["errors"][0]}]
+        records = [case["timings"][index] for index in sorted(case["timings"])]
+        chosen, relative_spread = combined_reference(records)
+        if progress is not None and relative_spread is not None:
+            progress.case_timed(message["label"], reference_line(chosen, relative_spread))
+        return [{"type": REFERENCE, "case": key, "timing": chosen}]
+
+    def end(self, judge: int, gpu: int) -> list[dict[str, Any]]:
+        """A judge ended mid-batch: a case it had a share of and did not send can never be
+        combined; every case not yet combined fails, for every judge alike."""
+        if judge not in self.dealt or self.broken is not None:
+            return []
+        self.broken = f"the judge on GPU {gpu} ended before its share of the reference's timing"
+        return [{"type": REFERENCE, "case": None, "error": self.broken}]
+
+
+def phase_line(message: dict[str, Any]) -> str:
+    """A judge's account of its time, as a progress line."""
+    if message["phase"] == "reference":
+        workers = ", ".join(str(w) for w in message["workers"])
+        return (
+            f"timed its share of the reference (its workers {workers} of {REFERENCE_WORKERS}) "
+            f"on {message['cases']} case(s) in {message['reference_s']:.1f} s"
+        )
+    return (
+        f"judged {message['candidates']} candidate(s) in {message['candidates_s']:.1f} s "
+        f"({message['waited_s']:.1f} s of it waiting for the other judges' shares of the "
+        f"reference), after {message['reference_s']:.1f} s on its own share"
+    )
+
+
+class ReferenceShare:
+    """A GPU judge's side of the shared reference: which of its workers this judge times, and
+    the combined timings the parent sends back."""
+
+    def __init__(self, judge: int, judges: int, send: Callable[[dict[str, Any]], None]):
+        self.workers = shared_workers(judge, judges)
+        self._send = send
+        self._combined: dict[str, dict[str, Any]] = {}
+        self._failed: str | None = None  # every case not yet combined fails with this
+        self._condition = threading.Condition()
+
+    def publish(
+        self, key: str, label: str, timings: list[dict[str, Any]], error: str | None = None
+    ) -> None:
+        """This judge's workers' timing records of a case (or why they failed), to the parent."""
+        found = {"error": error} if error else {"timings": timings}
+        self._send(
+            {"type": REFERENCE_SHARE, "case": key, "label": label, "workers": self.workers} | found
+        )
+
+    def report(self, phase: str, **account: Any) -> None:
+        self._send({"type": PHASE, "phase": phase, **account})
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """A reference message from the parent (the stdin reader routes them here)."""
+        with self._condition:
+            if message.get("case") is None:
+                self._failed = self._failed or message.get("error") or "no reference timing"
+            else:
+                self._combined[message["case"]] = message
+            self._condition.notify_all()
+
+    def combined(self, key: str) -> dict[str, Any]:
+        """The case's reference timing as the parent combined it; waits until it comes."""
+        with self._condition:
+            self._condition.wait_for(lambda: key in self._combined or self._failed is not None)
+            message = self._combined.get(key) or {"error": self._failed}
+        if message.get("error"):
+            raise ReferenceUnavailable(message["error"])
+        return message["timing"]
+
+
+def _route(lines: IO[str], candidates: Queue[Candidate | None], share: ReferenceShare) -> None:
+    """The judge's stdin: candidates queue up for the judge, reference timings go to the share,
+    whatever the judge is doing meanwhile."""
+    try:
+        for line in lines:
+            message = json.loads(line)
+            if message.get("type") == CANDIDATE:
+                candidates.put(Candidate(**message["candidate"]))
+            elif message.get("type") == REFERENCE:
+                share.deliver(message)
+    finally:
+        candidates.put(None)
+        share.deliver({"case": None, "error": "the batch ended before the reference was timed"})
 
 
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
-    argv: LEADERBOARD MODE ROOT EXCESSIVE [--profile]"""
+    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--profile]"""
     from .judge import BatchJudge, find_task
 
     leaderboard, mode, root, excessive = argv[:4]
+    judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
+    # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
+    # C code, a worker started from here) writes to stderr.
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    lock = threading.Lock()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            out.write(json.dumps(message) + "\n")
+            out.flush()
+
+    share = ReferenceShare(judge_index, judges, send)
+    arrived: Queue[Candidate | None] = Queue()
+    threading.Thread(target=_route, args=(sys.stdin, arrived, share), daemon=True).start()
     task, root_path = find_task(leaderboard, Path(root))
-    judge = BatchJudge(task, mode, root_path, float(excessive), profile="--profile" in argv)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # anything else printed must not corrupt the record stream
+    judge = BatchJudge(
+        task,
+        mode,
+        root_path,
+        float(excessive),
+        profile="--profile" in argv,
+        reference_share=share,
+    )
 
     def incoming() -> Iterator[Candidate]:
-        for line in sys.stdin:
-            yield Candidate(**json.loads(line))
+        while (candidate := arrived.get()) is not None:
+            yield candidate
 
     try:
         for record in judge.judge(incoming()):
-            out.write(json.dumps(record) + "\n")
-            out.flush()
+            send({"type": RECORD, "record": record})
+        share.report("candidates", **judge.account)
     finally:
         judge.close()
     return 0

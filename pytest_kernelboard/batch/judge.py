@@ -9,6 +9,10 @@ poisons its worker costs only itself: its worker is killed and never reused.
 
 Records stream out in the order the candidates were given, each as soon as it and all before
 it are done.
+
+With several GPUs (fanout.py) their judges share one timing of the reference: each times its
+share of the reference's workers as it starts, while its first candidates import, and takes the
+combined timing the parent sends back (`reference_share`).
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from queue import Empty, Queue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import KernelboardError
 from ..evaluation.progress import Progress
-from ..evaluation.session import JudgingSession
+from ..evaluation.session import JudgingSession, combined_reference, reference_label
 from ..evaluation.submission import SubmissionEvaluation
+from ..judge.evalpy import is_evalpy_task
 from ..judge.kernels import (
     census_exceeds_timing,
     only_library_kernels,
@@ -37,14 +42,18 @@ from ..judge.kernels import (
 from ..judge.staging import remove_staged
 from ..names import slug
 from ..results.recorder import case_record
+from ..results.reference_runs import ReferenceUnavailable, case_key, stored_reference_timings
 from ..results.summary import evaluation_summary
-from ..spec.cases import TEST
+from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..stats.speed_of_light import speed_of_light
 from ..worker.pausing import paused
 from .candidates import Candidate
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
+
+if TYPE_CHECKING:
+    from .fanout import ReferenceShare
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
@@ -108,7 +117,9 @@ def judge_many(
         return
     from .fanout import judge_on_gpus  # one judge process per GPU
 
-    yield from judge_on_gpus(task.name, candidates, mode, root, devices, excessive_speedup, profile)
+    yield from judge_on_gpus(
+        task.name, candidates, mode, root, devices, excessive_speedup, profile, progress
+    )
 
 
 def visible_gpus() -> list[int]:
@@ -150,14 +161,32 @@ class BatchJudge:
         progress: Progress | None = None,
         spares: int | None = None,
         profile: bool = False,
+        reference_share: ReferenceShare | None = None,
     ):
+        """reference_share: this judge is one of several GPUs' (fanout.py); it times its share
+        of the reference's workers and takes the combined timing from the parent."""
         self.task = task
         self.mode = mode
         self.excessive_speedup = excessive_speedup
         self.profile = profile
+        self.reference_share = reference_share
         self.session = JudgingSession(
-            mode, root, progress=progress, reference_workers=REFERENCE_WORKERS
+            mode,
+            root,
+            progress=progress,
+            reference_workers=REFERENCE_WORKERS,
+            measure_reference=self._shared_reference if reference_share else None,
         )
+        self._shared_keys: set[str] = set()  # the cases whose reference the judges share
+        # Where this judge's time went: its share of the reference, the candidates it judged
+        # (of which waiting for the other judges' shares), and how many reference workers.
+        self.account: dict[str, float] = {
+            "reference_s": 0.0,
+            "reference_workers": 0,
+            "candidates": 0,
+            "candidates_s": 0.0,
+            "waited_s": 0.0,
+        }
         self.session.pool.spares = spares if spares is not None else default_spares()
         # Benchmark mode on a GPU takes a kernel census of every candidate (only library
         # kernels?): its workers start the profiler while they start, off the critical path.
@@ -211,6 +240,13 @@ class BatchJudge:
             pending.append((candidate, evaluation, thread))
             return True
 
+        def arrived_so_far() -> list[SubmissionEvaluation]:
+            while len(pending) <= PREFETCH and take(block=False):
+                pass
+            return [e for _, e, _ in pending]
+
+        if self.reference_share is not None:
+            self._time_reference_share(arrived_so_far)  # first, while candidates import
         while pending or take(block=True):
             while len(pending) <= PREFETCH and take(block=False):
                 pass
@@ -245,6 +281,8 @@ class BatchJudge:
                 with paused(idle):
                     outcomes.append((case, evaluation.run(case)))
         extra_flags, profile = self._census(evaluation, outcomes)
+        self.account["candidates"] += 1
+        self.account["candidates_s"] += time.perf_counter() - started
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
         records = [case_record(c, o).to_json() for c, o in outcomes]
         summary = evaluation_summary(records, self.task, self.mode).to_json()
@@ -262,6 +300,62 @@ class BatchJudge:
             extra_flags,
             profile,
         ).to_json()
+
+    def _shared_cases(self) -> list[Case]:
+        """The cases whose reference timing the GPUs' judges share: in benchmark mode, each
+        benchmark case that no filed reference run has (every judge reads the same store)."""
+        if self.mode != "benchmark" or is_evalpy_task(self.task):  # eval.py times its own
+            return []
+        references = self.session.references
+        root = find_repo_root(self.task.root)
+        stored = (
+            {}
+            if references.remeasure or root is None
+            else stored_reference_timings(root, references.identity(self.task))
+        )
+        seeds = self.session.seeds_for(self.task)
+        cases = [with_run_seed(c, seeds) for c in task_cases(self.task) if c.kind == BENCHMARK]
+        return [case for case in cases if reference_key(case) not in stored]
+
+    def _time_reference_share(self, arrived: Callable[[], list[SubmissionEvaluation]]) -> None:
+        """This judge's workers of the reference's timing on each shared case, handed to the
+        parent. The candidates that have arrived (`arrived()` takes them in) import meanwhile;
+        their worker processes are paused while a worker is timed, as while a candidate is."""
+        share = self.reference_share
+        assert share is not None
+        started = time.perf_counter()
+        cases = self._shared_cases()
+        self._shared_keys = {reference_key(case) for case in cases}
+
+        def around() -> Any:
+            return paused([w.process.pid for e in arrived() for w in e.workers()])
+
+        for case in cases if share.workers else ():
+            key, label = reference_key(case), reference_label(self.task, case)
+            self.account["reference_workers"] += len(share.workers)
+            try:
+                timings = self.session.time_reference(self.task, case, len(share.workers), around)
+            except ReferenceUnavailable as exc:
+                share.publish(key, label, [], str(exc))
+            else:
+                share.publish(key, label, timings)
+        self.account["reference_s"] = time.perf_counter() - started
+        if cases and share.workers:
+            share.report("reference", cases=len(cases), workers=share.workers, **self.account)
+
+    def _shared_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
+        """The session's reference timing of a case: the one the parent combined from every
+        judge's share (it waits for it), so every GPU's candidates get the same reference."""
+        assert self.reference_share is not None
+        key = reference_key(case)
+        if key not in self._shared_keys:  # not a shared case (none is expected): timed here
+            self.account["reference_workers"] += REFERENCE_WORKERS
+            return combined_reference(self.session.time_reference(task, case, REFERENCE_WORKERS))[0]
+        started = time.perf_counter()
+        try:
+            return self.reference_share.combined(key)
+        finally:
+            self.account["waited_s"] += time.perf_counter() - started
 
     def _census(
         self, evaluation: SubmissionEvaluation, outcomes: list
@@ -297,6 +391,11 @@ class BatchJudge:
         self.session.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         remove_staged()
+
+
+def reference_key(case: Case) -> str:
+    """A case's identity for its reference timing, as ReferenceTimings keys it."""
+    return case_key(case.kind, case.index, case.arguments(0))
 
 
 def default_spares() -> int:

@@ -12,3 +12,7 @@ class Progress:
 
     def case_timed(self, label: str, line: str) -> None:
         """A timed case done: its time, interval and speedup in a line."""
+
+    def phase(self, label: str, line: str) -> None:
+        """A stage of the work done, and how long it took; shown like a timed case's line."""
+        self.case_timed(label, line)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,9 +78,11 @@ class JudgingSession:
         report_dir: Path | None = None,
         progress: Progress | None = None,
         reference_workers: int = 1,
+        measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
-        the median time kept (_measure_reference)."""
+        the median time kept (_measure_reference). measure_reference: where a case's reference
+        timing comes from instead (a batch's judges on several GPUs share one)."""
         self.mode = mode
         self.root = root
         self.precision = precision
@@ -95,7 +99,7 @@ class JudgingSession:
         self._reference_ranks: dict[str, ReferenceRanks] = {}
         self.references = ReferenceTimings(
             devices.environment,
-            self._measure_reference,
+            measure_reference or self._measure_reference,
             self.recorder.record_reference,
             lambda task: find_repo_root(task.root),
             remeasure=remeasure_reference,
@@ -171,38 +175,44 @@ class JudgingSession:
         expected output made and given back). That work was the one difference between the two
         when identical code at vectoradd 16384² read 605 µs against the unchecked reference's
         519 on the H100 (docs/timing.md)."""
+        records = self.time_reference(task, case, self.reference_workers)
+        chosen, relative_spread = combined_reference(records)
+        if self.progress is not None and relative_spread is not None:
+            self.progress.case_timed(
+                reference_label(task, case), reference_line(chosen, relative_spread)
+            )
+        return chosen
+
+    def time_reference(
+        self,
+        task: TaskSpec,
+        case: Case,
+        workers: int,
+        around: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> list[dict[str, Any]]:
+        """The reference's timing record of the case in each of `workers` fresh workers
+        (ReferenceUnavailable, with the reason, when one fails); `around()` is entered for each
+        worker's timing (a batch pauses its other candidates' workers meanwhile)."""
         judge = self.reference_judge(task)
         records = []
         try:
-            for index in range(self.reference_workers):
+            for index in range(workers):
                 if index:
                     judge.close()  # the next timing starts a fresh worker
-                measured = judge.time_case(
-                    case,
-                    self.plan(task),
-                    self.timeout(task, BENCHMARK),
-                    self._progress_for(task, case, True),
-                )
+                with around():
+                    measured = judge.time_case(
+                        case,
+                        self.plan(task),
+                        self.timeout(task, BENCHMARK),
+                        self._progress_for(task, case, True),
+                    )
                 records.append(measured.to_record())
         except (WorkerFailure, Skip, VerificationFailure) as exc:
             # The submission's case stands without a speedup; the reason goes into its record.
             raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
         finally:
             judge.release_cached_memory(windows=True)
-        chosen = median_worker(records)
-        relative_spread = between_workers.spread([rank_us(r) for r in records])
-        if relative_spread is not None:
-            chosen = between_workers.widened(
-                chosen, relative_spread, len(records), median_of=len(records)
-            )
-        if self.progress is not None and relative_spread is not None:
-            self.progress.case_timed(
-                f"{task.name} {case.kind}[{case.id}] (reference)",
-                f"{rank_us(chosen):.2f} us, the median of workers at "
-                + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"])
-                + f" (spread {100 * relative_spread:.1f}%)",
-            )
-        return chosen
+        return records
 
     def _progress_for(self, task: TaskSpec, case: Case, reference: bool):
         if self.progress is None:
@@ -218,6 +228,31 @@ class JudgingSession:
         for ranks in self._reference_ranks.values():
             ranks.close()
         self.pool.close()
+
+
+def combined_reference(records: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
+    """One case's reference timing from its records in several workers: the median worker's,
+    its interval widened by the spread between them; and that spread (None below two)."""
+    chosen = median_worker(records)
+    relative_spread = between_workers.spread([rank_us(r) for r in records])
+    if relative_spread is not None:
+        chosen = between_workers.widened(
+            chosen, relative_spread, len(records), median_of=len(records)
+        )
+    return chosen, relative_spread
+
+
+def reference_label(task: TaskSpec, case: Case) -> str:
+    return f"{task.name} {case.kind}[{case.id}] (reference)"
+
+
+def reference_line(chosen: dict[str, Any], relative_spread: float) -> str:
+    """The progress line of a reference timed in several workers."""
+    return (
+        f"{rank_us(chosen):.2f} us, the median of workers at "
+        + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"])
+        + f" (spread {100 * relative_spread:.1f}%)"
+    )
 
 
 def median_worker(records: list[dict[str, Any]]) -> dict[str, Any]:

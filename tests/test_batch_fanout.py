@@ -1,0 +1,179 @@
+"""Several GPUs' judges (batch/fanout.py) share one timing of the reference: five workers in all,
+dealt across the judges, combined by the parent as one judge would, the same for every record.
+
+On a CPU machine the fanout still runs one judge process per named GPU (CUDA_VISIBLE_DEVICES is
+only set), so the sharing is tested here without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelboard.batch import Candidate, fanout, judge_many
+from pytest_kernelboard.batch.judge import REFERENCE_WORKERS
+from pytest_kernelboard.evaluation.progress import Progress
+from pytest_kernelboard.evaluation.session import combined_reference
+from pytest_kernelboard.results.reference_runs import ReferenceUnavailable
+
+GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
+WRONG = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 2)\n"
+SYNTAX = "def custom_kernel(data)\n    return 1\n"
+# Judge 0 is sent the first three (fanout.IN_FLIGHT), judge 1 the last three.
+CANDIDATES = [
+    Candidate("a-good.py", GOOD),
+    Candidate("b-wrong.py", WRONG),
+    Candidate("c-good.py", GOOD),
+    Candidate("d-good.py", GOOD),
+    Candidate("e-syntax.py", SYNTAX),
+    Candidate("f-good.py", GOOD),
+]
+VERDICT = ("id", "status", "error_kind", "correct", "flags", "failed_case", "message")
+
+
+class Lines(Progress):
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def case_timed(self, label: str, line: str) -> None:
+        self.lines.append((label, line))
+
+
+def benchmark_cases(record: dict) -> list[dict]:
+    return [case for case in record["cases"] if case["kind"] == "benchmark"]
+
+
+@pytest.fixture(scope="module")
+def two_judges(tmp_path_factory, request) -> dict:
+    """The batch judged in benchmark mode by two judge processes ('GPUs' 0 and 1) and by one
+    in this process, with what the parent combined and what each judge said it did."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("fanout") / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    combined, accounts = [], []
+    monkeypatch = pytest.MonkeyPatch()
+    request.addfinalizer(monkeypatch.undo)
+
+    def combining(records):
+        combined.append(records)
+        return combined_reference(records)
+
+    def account(message):
+        accounts.append(message)
+        return phase_line(message)
+
+    phase_line = fanout.phase_line
+    monkeypatch.setattr(fanout, "combined_reference", combining)
+    monkeypatch.setattr(fanout, "phase_line", account)
+    progress = Lines()
+    shared = list(
+        judge_many(
+            "addone", CANDIDATES, mode="benchmark", root=root, gpus=[0, 1], progress=progress
+        )
+    )
+    alone = list(judge_many("addone", CANDIDATES, mode="benchmark", root=root, gpus=[]))
+    return {
+        "shared": shared,
+        "alone": alone,
+        "combined": combined,
+        "accounts": accounts,
+        "lines": progress.lines,
+    }
+
+
+@pytest.mark.runs_long
+def test_two_judges_time_the_reference_in_five_workers_in_all(two_judges):
+    # The fixture's one benchmark case: combined once, from five workers' timings.
+    assert [len(records) for records in two_judges["combined"]] == [REFERENCE_WORKERS]
+    shares = {a["workers"][0]: a for a in two_judges["accounts"] if a["phase"] == "reference"}
+    assert {k: a["workers"] for k, a in shares.items()} == {0: [0, 2, 4], 1: [1, 3]}
+    ends = [a for a in two_judges["accounts"] if a["phase"] == "candidates"]
+    assert len(ends) == 2  # each judge timed its share only: five reference workers, not ten
+    assert sum(a["reference_workers"] for a in ends) == REFERENCE_WORKERS
+    assert sorted(a["candidates"] for a in ends) == [3, 3]
+    assert all(a["reference_s"] > 0 and a["candidates_s"] >= a["waited_s"] >= 0 for a in ends)
+    labels = [label for label, _ in two_judges["lines"]]
+    assert labels.count("addone benchmark[size=4096-seed=13-flag=False-label=big] (reference)") == 1
+    assert {"judge 0 (GPU 0)", "judge 1 (GPU 1)"} <= set(labels)  # the phase account
+
+
+@pytest.mark.runs_long
+def test_every_record_of_the_batch_carries_the_same_reference(two_judges):
+    (records,) = two_judges["combined"]
+    chosen, relative_spread = combined_reference(records)
+    passed = [r for r in two_judges["shared"] if r["status"] == "passed"]
+    assert [r["id"] for r in passed] == ["a-good.py", "c-good.py", "d-good.py", "f-good.py"]
+    for record in passed:  # judge 0 judged a and c, judge 1 d and f
+        (case,) = benchmark_cases(record)
+        assert case["reference_us"] == chosen["rank_us"]
+        assert math.isclose(case["between_workers_rsd"], relative_spread)
+        assert case["speedup"] == pytest.approx(chosen["rank_us"] / case["time_us"])
+
+
+@pytest.mark.runs_long
+def test_verdicts_are_those_of_one_judge(two_judges):
+    def verdicts(records: list[dict]) -> list[tuple]:
+        return [tuple(str(r[key]) for key in VERDICT) for r in records]
+
+    assert verdicts(two_judges["shared"]) == verdicts(two_judges["alone"])
+    assert [r["status"] for r in two_judges["shared"]] == [
+        "passed",
+        "failed",
+        "passed",
+        "passed",
+        "error",
+        "passed",
+    ]
+
+
+def test_the_reference_workers_are_dealt_across_the_judges():
+    for judges in range(1, 9):
+        dealt = [fanout.shared_workers(k, judges) for k in range(judges)]
+        assert sorted(w for share in dealt for w in share) == list(range(REFERENCE_WORKERS))
+        assert max(map(len, dealt)) == math.ceil(REFERENCE_WORKERS / judges)
+    assert fanout.shared_workers(1, 2) == [1, 3]
+    assert fanout.shared_workers(6, 8) == []
+
+
+def timing(rank_us: float) -> dict:
+    return {"rank_us": rank_us, "rank_ci95_us": [rank_us * 0.95, rank_us * 1.05], "n": 10}
+
+
+def test_the_parent_combines_the_shares_as_one_judge_would():
+    times = [130.0, 216.0, 150.0, 171.0, 140.0]
+    combiner = fanout._Combiner(2)
+    share = {"type": "reference_share", "case": "k", "label": "addone (reference)"}
+    first = {**share, "workers": [1, 3], "timings": [timing(times[1]), timing(times[3])]}
+    assert combiner.add(1, first, None) == []  # judge 0's share is still out
+    progress = Lines()
+    rest = {**share, "workers": [0, 2, 4], "timings": [timing(times[i]) for i in (0, 2, 4)]}
+    (message,) = combiner.add(0, rest, progress)
+    expected, relative_spread = combined_reference([timing(t) for t in times])
+    assert message == {"type": "reference", "case": "k", "timing": expected}
+    assert expected["rank_us"] == 150.0 and expected["rank_us_by_worker"] == times
+    assert progress.lines[0][0] == "addone (reference)"
+    assert f"spread {100 * relative_spread:.1f}%" in progress.lines[0][1]
+
+
+def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
+    combiner = fanout._Combiner(2)
+    share = {"type": "reference_share", "case": "k", "label": "x"}
+    combiner.add(0, {**share, "workers": [0, 2, 4], "error": "worker crashed"}, None)
+    (failed,) = combiner.add(1, {**share, "workers": [1, 3], "timings": [timing(1)] * 2}, None)
+    assert failed == {"type": "reference", "case": "k", "error": "worker crashed"}
+    assert fanout._Combiner(8).end(6, 6) == []  # a judge with no share of it
+    (broken,) = fanout._Combiner(2).end(1, 3)
+    assert broken["case"] is None and "GPU 3 ended" in broken["error"]
+
+    sent = []
+    judge = fanout.ReferenceShare(1, 2, sent.append)
+    judge.deliver({"type": "reference", "case": "a", "timing": timing(5.0)})
+    judge.deliver(broken)
+    assert judge.combined("a") == timing(5.0)  # combined before the judge ended: kept
+    with pytest.raises(ReferenceUnavailable, match="GPU 3 ended"):
+        judge.combined("b")
+    judge.publish("b", "x", [timing(1.0)] * 2)
+    assert sent[0]["type"] == "reference_share" and sent[0]["workers"] == [1, 3]
