@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Sequence
 
 _ALLOCATION_PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED: device memory, not migratable
 _HANDLE_POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -158,9 +159,9 @@ def reserve(size: int, alignment: int = 0) -> int:
     return address.value
 
 
-def map_at(address: int, handle: int, size: int, device: int) -> None:
+def map_at(address: int, handle: int, size: int, device: int, peers: Sequence[int] = ()) -> None:
     """Map the whole allocation at `address` (inside a reserved range), readable and writable
-    from `device`."""
+    from `device` and from each of `peers` (GPUs that can reach it over NVLink or PCIe)."""
     driver = _driver()
     result = driver.cuMemMap(
         ctypes.c_ulonglong(address),
@@ -170,22 +171,27 @@ def map_at(address: int, handle: int, size: int, device: int) -> None:
         0,
     )
     _check(driver, "cuMemMap", result)
-    access = _AccessDesc(_Location(_LOCATION_DEVICE, device), _ACCESS_READ_WRITE)
+    granted = [device, *(p for p in peers if p != device)]
+    access = (_AccessDesc * len(granted))(
+        *(_AccessDesc(_Location(_LOCATION_DEVICE, d), _ACCESS_READ_WRITE) for d in granted)
+    )
     result = driver.cuMemSetAccess(
-        ctypes.c_ulonglong(address), ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)
+        ctypes.c_ulonglong(address), ctypes.c_size_t(size), access, ctypes.c_size_t(len(granted))
     )
     if result != 0:
         driver.cuMemUnmap(ctypes.c_ulonglong(address), ctypes.c_size_t(size))
     _check(driver, "cuMemSetAccess", result)
 
 
-def map_readwrite(handle: int, size: int, device: int, alignment: int = 0) -> int:
+def map_readwrite(
+    handle: int, size: int, device: int, alignment: int = 0, peers: Sequence[int] = ()
+) -> int:
     """Map the whole allocation at a fresh address of this process (a multiple of
-    `alignment`, 0: the driver's choice), readable and writable from `device`; returns the
-    address."""
+    `alignment`, 0: the driver's choice), readable and writable from `device` (and `peers`);
+    returns the address."""
     address = reserve(size, alignment)
     try:
-        map_at(address, handle, size, device)
+        map_at(address, handle, size, device, peers)
     except CudaDriverError:
         free_range(address, size)
         raise

@@ -94,7 +94,7 @@ class Window:
         finally:
             cuda_vmm.close_quietly(fd)
         try:
-            address = cuda_vmm.map_readwrite(handle, size, device)
+            address = cuda_vmm.map_readwrite(handle, size, device, peers=peer_devices(device))
         finally:
             cuda_vmm.release(handle)  # the mapping keeps the memory alive
         return cls(None, address, size, device)
@@ -109,6 +109,19 @@ class Window:
         if self.handle is not None:
             cuda_vmm.release(self.handle)
             self.handle = None
+
+
+def peer_devices(device: int) -> list[int]:
+    """The other GPUs that can reach `device`'s memory directly. A worker's window is mapped
+    for them too: a rank of a multi-GPU case copies between GPUs (torch runs a copy on the
+    source GPU), and VMM memory is reachable only from the GPUs its mapping names."""
+    import torch
+
+    return [
+        other
+        for other in range(torch.cuda.device_count())
+        if other != device and torch.cuda.can_device_access_peer(other, device)
+    ]
 
 
 class _DeviceBytes:
