@@ -56,18 +56,56 @@ def fmt_speedup(value: float | None, tie: bool | None = None) -> str:
     return f"{value:.2f}× ({TIE})" if tie else f"{value:.2f}×"
 
 
+def fmt_against_reference(
+    value: float | None,
+    interval: Sequence[float] | None = None,
+    tie: bool | None = None,
+    timed_once: bool = False,
+) -> str:
+    """A run's speedup in words: '1.38× the reference (interval 1.21× – 1.52×)'; where the
+    data cannot order the two (scoring.tied), '0.79× the reference: a tie, within noise (the
+    interval 0.55× – 1.13× holds 1×)', never a bare '0.79× ... (tied)'. timed_once: a case of
+    the run (or of the reference) was timed in one call, so no interval is shown (one_call)."""
+    if not _finite(value):
+        return f"{MISSING} the reference"
+    text = f"{value:.2f}× the reference"
+    bounds = (
+        f"{interval[0]:.2f}× – {interval[1]:.2f}×"
+        if interval and len(interval) == 2 and all(_finite(x) for x in interval)
+        else None
+    )
+    if timed_once:
+        bounds = None
+    if tie:
+        text += ": a tie, within noise"
+        if bounds:
+            return text + f" (the interval {bounds} holds 1×)"
+    elif bounds:
+        return text + f" (interval {bounds})"
+    return text + (" (a case was timed once: no interval)" if timed_once else "")
+
+
 # -- a case's timing as it ranks -------------------------------------------------------------
+
+
+def one_call(timing: Mapping[str, Any] | None) -> bool:
+    """Whether a timing holds a single timed call: its stored interval is that one time twice,
+    which says nothing about the noise, so it is never shown (nor used to call a tie)."""
+    return bool(timing) and timing.get("n") == 1
 
 
 def ranked_time(
     timing: Mapping[str, Any] | None,
 ) -> tuple[float | None, tuple[float, float] | None]:
     """(the statistic a case ranks by, its 95% interval): rank_us and rank_ci95_us, or the mean
-    and its interval for a record older than rank_us; (None, None) without a timing."""
+    and its interval for a record older than rank_us; (None, None) without a timing. A timing
+    of one call has no interval (one_call)."""
     if not timing:
         return None, None
     value = rank_us(timing)
     ci = timing.get("rank_ci95_us") if timing.get("rank_us") is not None else timing.get("ci95_us")
+    if one_call(timing):
+        ci = None
     return value, (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 else None
 
 
@@ -90,9 +128,43 @@ def case_speedup(case: Mapping[str, Any]) -> tuple[float | None, bool | None]:
 
 
 def fmt_ranked_time(timing: Mapping[str, Any] | None) -> str:
-    """'10 µs [9 µs, 11 µs]': the ranked statistic with its interval; '—' without a timing."""
+    """'10 µs [9 µs, 11 µs]': the ranked statistic with its interval; '1.2 s (1 call: no
+    interval)' from a single call; '—' without a timing."""
     value, ci = ranked_time(timing)
-    return fmt_with_interval(value, ci) if timing else MISSING
+    if not timing:
+        return MISSING
+    if one_call(timing):
+        return f"{fmt_us(value)} ({NO_INTERVAL})"
+    return fmt_with_interval(value, ci)
+
+
+NO_INTERVAL = "1 call: no interval"
+
+
+def fmt_timed_case(
+    timing: Mapping[str, Any], budget_s: float | None = None, stop_reason: str | None = None
+) -> str:
+    """A timed case's median as the terminal shows it: 'median 59.98 ms (95% interval 53.12 ms
+    – 98.25 ms)', or, where the case's time budget allowed one call only, 'median 1.159 s (1
+    call in the 10 s budget: no interval)'."""
+    value, ci = ranked_time(timing)
+    text = f"{statistic_of(timing)} {fmt_us(value)}"
+    if one_call(timing):
+        if budget_s is not None and stop_reason == "time_budget":
+            return f"{text} (1 call in the {budget_s:g} s budget: no interval)"
+        return f"{text} ({NO_INTERVAL})"
+    if ci:
+        text += f" (95% interval {fmt_interval(ci)})"
+    return text
+
+
+def fmt_progress(n: int, median_us: float, relative_halfwidth: float) -> str:
+    """A case still being timed: '4 calls, median 56.16 ms ± 26.1%'; '1 call, 61.9 ms (no
+    interval yet)' until a second call gives the noise a size."""
+    if n < 2 or not math.isfinite(relative_halfwidth):
+        calls = "1 call" if n == 1 else f"{n} calls"
+        return f"{calls}, median {fmt_us(median_us)} (no interval yet)"
+    return f"{n} calls, median {fmt_us(median_us)} ± {100 * relative_halfwidth:.1f}%"
 
 
 def times_note(timings: Iterable[Mapping[str, Any] | None]) -> str:

@@ -267,3 +267,63 @@ def test_selfcheck_reports_a_broken_task_yml(pytester, repo):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*task.yml::task FAILED*", "*unknown key(s) 'block_size'*"])
     assert "ERROR collecting" not in result.stdout.str()
+
+
+def test_a_case_not_run_says_why_without_rs(pytester, repo):
+    """A submission that hangs times out on its first case; the cases after it show only 's' in
+    the progress line, so the kernelboard summary says why they did not run, one line per
+    reason, without -rs."""
+    write(
+        repo / "submissions/addone/spin/submission.py",
+        """
+        def custom_kernel(data):
+            while True:
+                pass
+        """,
+    )
+    result = pytester.runpytest_subprocess("--kb-timeout", "2", "submissions/addone/spin")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*kernelboard (test mode on CPU)*",
+            "addone spin/submission.py: failed, tests 0/2",
+            "  not run: test[[]size=64-seed=12-flag=False-label=even[]]: an earlier case, "
+            "*::addone::test[[]size=3-*, timed out",
+        ]
+    )
+
+
+def test_benchmark_output_reads_plainly_with_dist_in_addopts(pytester, repo):
+    """`--dist` in the project's addopts without `-n` is no xdist run: pytest-benchmark neither
+    warns that xdist is active nor drops the device samples. A case whose budget allows one call
+    says so instead of showing an interval from it, and no progress line reads 'inf%'."""
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider --dist worksteal\n")
+    write(
+        repo / "submissions/addone/slow/submission.py",
+        """
+        import time
+
+        def custom_kernel(data):
+            time.sleep(0.3)
+            x, out = data
+            return out.copy_(x + 1)
+        """,
+    )
+    # --kb-timeout 10 leaves a case the least budget (0.1 s): one call of 0.3 s uses it up.
+    result = pytester.runpytest_subprocess(
+        "--kb-mode", "benchmark", "--kb-timeout", "10", "submissions/addone/slow"
+    )
+    result.assert_outcomes(passed=3)
+    output = result.stdout.str() + result.stderr.str()
+    assert "xdist plugin is active" not in output and "PytestBenchmarkWarning" not in output
+    assert "inf%" not in output and "+/-" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "*addone benchmark[[]size=4096-*]: median * (1 call in the 0.1 s budget: no "
+            "interval), reference *: *",
+            "*benchmark*addone*",  # pytest-benchmark's own table: it kept the samples
+        ]
+    )
+    summary = next(line for line in result.outlines if line.startswith("addone slow/"))
+    # One case timed once: the run's speedup has no interval to show either.
+    assert summary.endswith("× the reference (a case was timed once: no interval)"), summary

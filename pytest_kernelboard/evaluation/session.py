@@ -21,6 +21,7 @@ from ..judge.distributed import ReferenceRanks, make_judge
 from ..judge.measure import TimingPlan, VerificationFailure, default_flush_bytes
 from ..judge.profiling import CaseProfiler
 from ..judge.reference_loader import LeaderboardModules
+from ..presentation import fmt_us
 from ..results.recorder import RunRecorder
 from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds
@@ -249,8 +250,8 @@ def reference_label(task: TaskSpec, case: Case) -> str:
 def reference_line(chosen: dict[str, Any], relative_spread: float) -> str:
     """The progress line of a reference timed in several workers."""
     return (
-        f"{rank_us(chosen):.2f} us, the median of workers at "
-        + ", ".join(f"{t:.2f}" for t in chosen["rank_us_by_worker"])
+        f"{fmt_us(rank_us(chosen))}, the median of workers at "
+        + ", ".join(fmt_us(t) for t in chosen["rank_us_by_worker"])
         + f" (spread {100 * relative_spread:.1f}%)"
     )
 

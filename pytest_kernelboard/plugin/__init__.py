@@ -22,7 +22,14 @@ from ..judge.core import CaseOutcome
 from ..judge.evalpy import is_evalpy_task
 from ..judge.profiling import report_dir_for
 from ..judge.staging import remove_staged
-from ..presentation import fmt_speedup, fmt_us
+from ..presentation import (
+    fmt_against_reference,
+    fmt_progress,
+    fmt_speedup,
+    fmt_timed_case,
+    fmt_us,
+    one_call,
+)
 from ..results.records import MODES, read_run, write_run
 from ..spec.cases import TEST, Case
 from ..spec.discovery import (
@@ -139,15 +146,15 @@ class TerminalProgress(Progress):
         if now - self._last < 2.0:
             return
         self._last = now
-        self._write(
-            f"  timing {label}: {n} samples, median {median_us:.2f} us +/- {100 * halfwidth:.2f}%"
-        )
+        self._write(f"  timing {label}: {fmt_progress(n, median_us, halfwidth)}")
 
     def case_timed(self, label: str, line: str) -> None:
         self._write(f"  {label}: {line}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads --dist
 def pytest_configure(config: pytest.Config) -> None:
+    bench_bridge.settle_idle_xdist(config)
     # Before anything touches CUDA: under pytest-xdist each worker takes its own GPU.
     shared = pin_xdist_worker(xdist_worker(config))
     if shared:
@@ -298,8 +305,9 @@ class SubmissionNode(pytest.Collector):
                 stacklevel=1,
             )
         if outcome.passed and outcome.timing:
+            budget_s = self.state.session.plan(self.task).rule.budget_s
             self.state.session.progress.case_timed(
-                f"{self.task.name} {case.kind}[{case.id}]", timed_line(outcome)
+                f"{self.task.name} {case.kind}[{case.id}]", timed_line(outcome, budget_s)
             )
             extra = {
                 "leaderboard": self.task.name,
@@ -424,9 +432,16 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         if s.get("score_us") is not None:
             line += f", score {fmt_us(s['score_us'])}"
             if s.get("speedup") is not None:
-                line += f", {fmt_speedup(s['speedup'])} the reference"
-                line += " (tied)" if s.get("tied_with_reference") else ""
+                timed_once = any(
+                    one_call(case.get("timing")) or one_call(case.get("reference_timing"))
+                    for case in evaluation["cases"]
+                )
+                line += ", " + fmt_against_reference(
+                    s["speedup"], s.get("speedup_ci95"), s.get("tied_with_reference"), timed_once
+                )
         terminalreporter.write_line(line)
+        for reason_line in unrun_lines(evaluation["cases"]):
+            terminalreporter.write_line("  " + reason_line)
         for case in evaluation["cases"]:
             if case.get("profile"):
                 terminalreporter.write_line("  " + profile_line(case))
@@ -437,15 +452,34 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.write_line(f"profiles: {state.session.profiler.report_dir}")
 
 
-def timed_line(outcome: CaseOutcome) -> str:
-    """A timed case in a line: its median and interval, and the speedup over the reference."""
+def unrun_lines(cases: list[dict[str, Any]]) -> list[str]:
+    """Why cases did not run, one line per reason (pytest shows only 's' for them without
+    -rs): 'not run: test[size=17-seed=5236], test[size=127-seed=1001] and 2 more: an earlier
+    case, ...::test[size=1-seed=4242], timed out'."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for case in cases:
+        if case["status"] in ("skipped", "not_run"):
+            what = case["status"].replace("_", " ")
+            lines = (case.get("message") or "").strip().splitlines() or ["no reason given"]
+            reason = lines[0].removeprefix(f"{what}: ")
+            reasons.setdefault((what, reason), []).append(f"{case['kind']}[{case['id']}]")
+    out = []
+    for (what, reason), ids in reasons.items():
+        shown = ", ".join(ids) if len(ids) <= 3 else f"{', '.join(ids[:2])} and {len(ids) - 2} more"
+        out.append(f"{what}: {shown}: {reason}")
+    return out
+
+
+def timed_line(outcome: CaseOutcome, budget_s: float | None = None) -> str:
+    """A timed case in a line: its median and interval (none from a single call: budget_s is
+    the case's time budget, named when it allowed only that call), and the speedup over the
+    reference."""
     timing = outcome.timing or {}
-    line = f"median {fmt_us(rank_us(timing))}"
-    interval = timing.get("rank_ci95_us")
-    if interval:
-        line += f" (95% interval {fmt_us(interval[0])} - {fmt_us(interval[1])})"
-    if outcome.reference_timing:
-        line += f", reference {fmt_us(rank_us(outcome.reference_timing))}"
+    line = fmt_timed_case(timing, budget_s, timing.get("stop_reason"))
+    reference = outcome.reference_timing
+    if reference:
+        line += f", reference {fmt_us(rank_us(reference))}"
+        line += " (1 call)" if one_call(reference) else ""
     if outcome.speedup is not None:
         line += f": {fmt_speedup(outcome.speedup)}"
     line += f"; stopped: {timing.get('stop_reason') or '?'}"

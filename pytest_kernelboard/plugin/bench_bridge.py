@@ -31,11 +31,13 @@ What the kernelboard plugin does:
 
 Limits inherited from pytest-benchmark: items requesting `benchmark` are skipped under
 --benchmark-skip and not timed under --benchmark-disable or xdist (report_samples then records
-nothing); a benchmark fixture can be used once per item.
+nothing); a benchmark fixture can be used once per item. `--dist` given without `-n` (no xdist
+workers) is not xdist: `settle_idle_xdist` says so before pytest-benchmark looks.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -52,6 +54,7 @@ __all__ = [
     "mark",
     "replay_timer",
     "report_samples",
+    "settle_idle_xdist",
 ]
 
 PLUGIN_NAME = "kernelboard-bench-bridge"
@@ -200,6 +203,22 @@ class _Hooks:
         self, config: pytest.Config, machine_info: dict
     ) -> None:
         machine_info.update(machine_info_fields(self._environment()))
+
+
+def settle_idle_xdist(config: pytest.Config) -> bool:
+    """`--dist MODE` without `-n`/`--tx` (say in a project's addopts) distributes nothing:
+    xdist runs the session serially. pytest-benchmark reads `--dist` alone, though, so it would
+    disable every benchmark and warn that "xdist plugin is active". Record what xdist itself
+    decided (`--dist no`), so the device samples are reported and nobody is warned about a
+    plugin that is not in use. Call before pytest-benchmark's pytest_configure; returns whether
+    it changed anything. A real `-n N` run (workers, or the controller with its --tx) is left
+    as it is: there pytest-benchmark is right to stand aside."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    if config.getoption("dist", "no") in ("no", None) or config.getoption("tx", None):
+        return False
+    config.option.dist = "no"
+    return True
 
 
 def install(config: pytest.Config, environment: Callable[[], Mapping[str, Any]]) -> bool:
