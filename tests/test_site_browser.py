@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import BROWSER_INSTALL, missing_system_tool
+from conftest import BROWSER_INSTALL, REQUIRE_SYSTEM_TOOLS, missing_system_tool
 
 from pytest_kernelboard.spec.discovery import load_catalog
 from site_generator.build import build_site
@@ -52,6 +52,25 @@ def _find(env: str, *names: str) -> str | None:
     return None
 
 
+def browser_tools(what: str) -> tuple[str, str]:
+    """(chromium, chromedriver), or skip saying which of the two this machine lacks (fail under
+    KERNELBOARD_REQUIRE_SYSTEM_TOOLS=1): Debian packages them apart, and a browser without its
+    driver cannot be driven."""
+    chromium = _find("KB_CHROMIUM", "chromium", "chromium-browser")
+    driver = _find("KB_CHROMEDRIVER", "chromedriver")
+    if chromium and driver:
+        return chromium, driver
+    if chromium:
+        lacking = f"chromedriver (chromium is installed, at {chromium}, but not its driver)"
+    elif driver:
+        lacking = f"chromium (chromedriver is installed, at {driver}, but not the browser)"
+    else:
+        lacking = "headless Chromium and its driver"
+    missing_system_tool(
+        f"{what} needs {lacking}; KB_CHROMIUM and KB_CHROMEDRIVER may name them", BROWSER_INSTALL
+    )
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "_site"
@@ -72,14 +91,7 @@ def browser():
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         pytest.fail("the browser test needs the `selenium` package (pip install selenium)")
-    chromium = _find("KB_CHROMIUM", "chromium", "chromium-browser")
-    driver_path = _find("KB_CHROMEDRIVER", "chromedriver")
-    if not chromium or not driver_path:
-        missing_system_tool(
-            "the browser test needs headless Chromium and its driver (or KB_CHROMIUM and "
-            "KB_CHROMEDRIVER naming them)",
-            BROWSER_INSTALL,
-        )
+    chromium, driver_path = browser_tools("the browser test")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in CHROMIUM_FLAGS:
@@ -353,8 +365,7 @@ def test_screenshot_script_photographs_three_pages_at_each_width(tmp_path):
     import importlib.util
     import struct
 
-    if not _find("KB_CHROMIUM", "chromium", "chromium-browser"):
-        missing_system_tool("the screenshot script needs headless Chromium", BROWSER_INSTALL)
+    browser_tools("the screenshot script")
     spec = importlib.util.spec_from_file_location(
         "site_screenshots", REPO / "benchmarks" / "site_screenshots.py"
     )
@@ -372,3 +383,23 @@ def test_screenshot_script_photographs_three_pages_at_each_width(tmp_path):
         width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == int(name[:-4].rsplit("-", 1)[1])
         assert 300 <= height <= 600
+
+
+@pytest.mark.parametrize("present", ["chromium", "chromedriver"])
+def test_half_a_browser_install_skips_naming_the_missing_half(tmp_path, monkeypatch, present):
+    """chromium without chromium-driver (or the other way round) is a machine without the
+    browser test: a skip that says what to install, not a failure inside Selenium; with
+    KERNELBOARD_REQUIRE_SYSTEM_TOOLS=1 it fails as any missing tool does."""
+    tool = tmp_path / present
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("KB_CHROMIUM", raising=False)
+    monkeypatch.delenv("KB_CHROMEDRIVER", raising=False)
+    monkeypatch.delenv(REQUIRE_SYSTEM_TOOLS, raising=False)
+    lacking = "chromium" if present == "chromedriver" else "chromedriver"
+    with pytest.raises(pytest.skip.Exception, match=f"needs {lacking} .*{present} is installed"):
+        browser_tools("the browser test")
+    monkeypatch.setenv(REQUIRE_SYSTEM_TOOLS, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"needs {lacking} .*required here"):
+        browser_tools("the browser test")
