@@ -111,3 +111,34 @@ def test_every_subcommand_has_help(name, capsys):
         cli.main([name, "--help"])
     assert info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: kernelboard {name}")
+
+
+def test_every_option_with_a_default_names_it_in_its_help():
+    """`--help` is where a reader looks for what happens when an option is left out
+    (`kernelboard serve --help`: the port and address it listens on)."""
+    silent = []
+    for path, parser in _parsers(cli.build_parser()):
+        for action in parser._actions:
+            default = action.default
+            if not action.option_strings or default in (None, False, [], argparse.SUPPRESS):
+                continue
+            if "default" not in (action.help or ""):
+                silent.append(f"{' '.join(path)} {'/'.join(action.option_strings)} ({default!r})")
+    assert silent == [], "options whose help hides their default:\n" + "\n".join(silent)
+
+
+def test_serve_help_names_where_it_listens_and_its_limits(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for shown in (
+        "default 127.0.0.1: loopback only",
+        "default 8765",
+        "default 4096",
+        "default 7)",
+        "default: a temporary folder",
+        "default: found from the current folder",
+        "default: off, the sandbox is required",
+    ):
+        assert shown in text, shown

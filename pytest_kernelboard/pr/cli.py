@@ -299,11 +299,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="pr_command", required=True, metavar="STEP")
 
     p = sub.add_parser("gate", help="check what a pull request changes (reads git data only)")
-    p.add_argument("--root", default=".", help="trusted checkout of the base branch")
+    p.add_argument(
+        "--root", default=".", help="trusted checkout of the base branch (default: %(default)s)"
+    )
     p.add_argument("--base", required=True, help="base commit (or ref)")
     p.add_argument("--head", required=True, help="pull request head commit (or ref)")
     p.add_argument("--author", help="login of the pull request's author")
-    p.add_argument("--association", default="NONE", help="author_association from the event")
+    p.add_argument(
+        "--association",
+        default="NONE",
+        help="author_association from the event (default: %(default)s)",
+    )
     p.add_argument("--pr", type=int, help="pull request number (with --from-github)")
     p.add_argument(
         "--from-github", action="store_true", help="read author and association from the API"
@@ -335,7 +341,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("evaluate", help="stage the gated submission and run the plugin on it")
-    p.add_argument("--root", default=".", help="trusted checkout (the harness)")
+    p.add_argument(
+        "--root", default=".", help="trusted checkout, the harness (default: %(default)s)"
+    )
     p.add_argument("--submission", required=True, help="path the gate accepted")
     p.add_argument("--sha256", required=True, help="its sha256 as the gate computed it")
     p.add_argument("--source", required=True, help="checkout of the pull request's head")
@@ -409,7 +417,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("cleanup", help="remove leftovers inside the workspace")
-    p.add_argument("--root", default=".", help="the workspace; nothing outside it is removed")
+    p.add_argument(
+        "--root",
+        default=".",
+        help="the workspace; nothing outside it is removed (default: %(default)s)",
+    )
     p.add_argument("paths", nargs="+", help="files or folders to remove")
     p.set_defaults(func=cmd_cleanup)
 
@@ -418,8 +430,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fixture", help="fixture repository to start from (default: tests/fixtures/pr)"
     )
     p.add_argument("--submission", help="file to submit (default: the fixture's correct one)")
-    p.add_argument("--leaderboard", default="tiny", help="leaderboard to submit to")
-    p.add_argument("--author", default="alice", help="pull request author")
+    p.add_argument(
+        "--leaderboard",
+        default="tiny",
+        help="leaderboard of the fixture to submit to (default: %(default)s)",
+    )
+    p.add_argument("--author", default="alice", help="pull request author (default: %(default)s)")
     p.add_argument("--folder-author", help="author folder (default: --author)")
     p.add_argument(
         "--association",
