@@ -117,7 +117,9 @@ def test_every_rank_gets_its_own_input(task, modules):
     judge = judge_for(task, modules, None, "ref_kernel")
     inputs = judge.generate(case_of(task, 1000))
     assert len(inputs) == 2
-    assert not inputs[0][0].equal(inputs[1][0])  # rank-specific data: a local-only kernel fails
+    # rank-specific data: a local-only kernel fails (compared on the host: on GPUs rank r's
+    # input lies on GPU r)
+    assert not inputs[0][0].cpu().equal(inputs[1][0].cpu())
 
 
 def test_case_asking_for_more_ranks_is_skipped_with_reason(task, modules):
@@ -282,3 +284,60 @@ def test_gloo_runs_any_world_size_up_to_the_cpu_cap(task, modules):
     finally:
         judge.close()
     assert outcome.status == "failed" and outcome.message.startswith("rank 1 of 3:")
+
+
+CONFIG_REFERENCE = """
+import dataclasses
+
+import torch
+import torch.distributed as dist
+
+
+@dataclasses.dataclass
+class Config:  # a class of the leaderboard's own in every rank's input (GPU MODE's all2all)
+    scale: float
+
+
+def generate_input(world_size, rank, size, seed):
+    gen = torch.Generator().manual_seed(seed + rank)
+    return Config(scale=2.0), torch.randn(size, generator=gen)
+
+
+def ref_kernel(data):
+    config, x = data
+    total = x.clone()
+    dist.all_reduce(total)
+    return total * config.scale
+
+
+def check_implementation(data, output):
+    expected = ref_kernel(data)
+    return (True, "") if torch.allclose(output, expected) else (False, "mismatch")
+"""
+
+
+def test_inputs_holding_the_leaderboards_own_classes_reach_every_rank(tmp_path):
+    (tmp_path / "reference.py").write_text(CONFIG_REFERENCE)
+    (tmp_path / "submission.py").write_text(
+        "import torch.distributed as dist\n\n"
+        "def custom_kernel(data):\n"
+        "    config, x = data\n"
+        "    out = x.clone()\n"
+        "    dist.all_reduce(out)\n"
+        "    return out * config.scale\n"
+    )
+    (tmp_path / "task.yml").write_text(
+        "files:\n  - {name: submission.py, source: '@SUBMISSION@'}\n"
+        "  - {name: reference.py, source: reference.py}\n"
+        "description: d\nmulti_gpu: true\n"
+        "tests:\n  - {world_size: 2, size: 64, seed: 3}\n"
+    )
+    task = load_task(tmp_path / "task.yml")
+    judge = make_judge(
+        task, LeaderboardModules(task), tmp_path / "submission.py", False, WorkerPool()
+    )
+    try:
+        outcome = judge.check_case(next(iter(task_cases(task))), 60)
+    finally:
+        judge.close()
+    assert outcome.status == "passed", outcome.message

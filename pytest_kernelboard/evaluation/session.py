@@ -165,7 +165,9 @@ class JudgingSession:
         if not task.multi_gpu:
             return None
         if task.name not in self._reference_ranks:
-            self._reference_ranks[task.name] = ReferenceRanks(task, self.pool, self.use_cuda)
+            self._reference_ranks[task.name] = ReferenceRanks(
+                task, self.pool, self.use_cuda, self.modules(task)
+            )
         return self._reference_ranks[task.name]
 
     def _measure_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:

@@ -83,7 +83,14 @@ def world_size_of(case: Case) -> int:
 class RankGroup:
     """`world_size` workers in one process group; any rank's failure stops them all."""
 
-    def __init__(self, pool: WorkerPool, world_size: int, use_cuda: bool):
+    def __init__(
+        self,
+        pool: WorkerPool,
+        world_size: int,
+        use_cuda: bool,
+        trusted: dict[str, Any] | None = None,
+    ):
+        """trusted: the leaderboard's own modules, whose classes cross by name both ways."""
         self.world_size = world_size
         self.use_cuda = use_cuda
         self.port: int | None = None
@@ -93,6 +100,8 @@ class RankGroup:
         self.workers: list[WorkerProcess] = WorkerProcess.case_ranks(
             world_size, launcher=pool.launcher
         )
+        for worker in self.workers:
+            worker.trusted = dict(trusted or {})
 
     @property
     def alive(self) -> bool:
@@ -240,10 +249,11 @@ def start_group(
     module: str,
     entry: str,
     load_timeout_s: float,
+    trusted: dict[str, Any] | None = None,
 ) -> RankGroup:
     """A started group; a port taken between the probe and rank 0's bind gets a fresh one."""
     for attempt in range(PORT_ATTEMPTS):
-        group = RankGroup(pool, world_size, use_cuda)
+        group = RankGroup(pool, world_size, use_cuda, trusted)
         try:
             group.start(stage_dir, module, entry, load_timeout_s)
             return group
@@ -259,8 +269,11 @@ class ReferenceRanks:
     """Trusted ranks running a leaderboard's reference on the judge's inputs: the expected
     outputs. One per leaderboard and session (KernelboardState), shared by its judges."""
 
-    def __init__(self, task: TaskSpec, pool: WorkerPool, use_cuda: bool):
+    def __init__(
+        self, task: TaskSpec, pool: WorkerPool, use_cuda: bool, modules: LeaderboardModules
+    ):
         self.task = task
+        self.modules = modules  # whose classes the inputs may hold (they cross by name)
         self.pool = pool
         self.use_cuda = use_cuda
         self._group: RankGroup | None = None
@@ -282,6 +295,7 @@ class ReferenceRanks:
                 "reference",
                 "ref_kernel",
                 self.task.test_timeout,
+                self.modules.trusted_modules(),
             )
         replies = group.request(
             Op.CALL, self.task.test_timeout, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
@@ -306,7 +320,7 @@ class DistributedJudge(SubmissionJudge):
         self._group: RankGroup | None = None
         self._owns_reference = reference_ranks is None
         self.reference_ranks = reference_ranks or ReferenceRanks(
-            self.task, self.pool, self.use_cuda
+            self.task, self.pool, self.use_cuda, self.modules
         )
 
     # -- groups ----------------------------------------------------------------------------------
@@ -340,6 +354,7 @@ class DistributedJudge(SubmissionJudge):
                 self.module,
                 self.entry,
                 self.task.test_timeout,
+                self.modules.trusted_modules(),
             )
         except WorkerFailure as failure:
             if getattr(failure, "during_load", False):
