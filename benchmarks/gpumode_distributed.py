@@ -171,6 +171,7 @@ def main() -> None:
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--modes", default="test,leaderboard")
     parser.add_argument("--out", type=Path, default=Path("gpumode-distributed"))
+    parser.add_argument("--only", default="", help="comma-separated leaderboard names")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     gpus = gpu_count()
@@ -185,7 +186,12 @@ def main() -> None:
         print_row(label, row)
         sys.stdout.flush()
 
-    for name, folder in leaderboards(imported):  # as published: world_size 8
+    only = {name for name in args.only.split(",") if name}
+
+    def chosen(root: Path) -> list[tuple[str, Path]]:
+        return [(n, f) for n, f in leaderboards(root) if not only or n in only]
+
+    for name, folder in chosen(imported):  # as published: world_size 8
         run(
             imported, f"{name} ws=as-published shipped test", name, folder / "submission.py", "test"
         )
@@ -197,7 +203,7 @@ def main() -> None:
         copy_with_world_size(imported, root, world_size)
         reference = root / "reference_as_kernel.py"
         reference.write_text(REFERENCE_AS_KERNEL)
-        for name, folder in leaderboards(root):
+        for name, folder in chosen(root):
             for mode in args.modes.split(","):
                 run(
                     root,
