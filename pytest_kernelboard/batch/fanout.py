@@ -14,12 +14,13 @@ ways, a line is one JSON object whose "type" says what it is:
                       phase             where the judge's time went (shown as progress)
 
 The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers (judge.py).
-Judge K of N times the workers K, K+N, ... of them as it starts, while its first candidates
-import; the parent combines the five as one judge would (session.combined_reference: the
-median worker's timing, its interval widened by their spread) and sends the result to every
-judge, so a candidate's speedup does not depend on which GPU judged it, and the reference costs
-each GPU a fifth to a half of what it cost it alone. The parent keeps a few candidates in flight
-per judge (so each imports ahead) and yields records in the order given.
+Judge K of N times the workers K, K+N, ... of them once its first candidate has imported,
+while the next ones import; the parent combines the five as one judge would
+(session.combined_reference: the median worker's timing, its interval widened by their spread)
+and sends the result to every judge, so a candidate's speedup does not depend on which GPU
+judged it, and the reference costs each GPU a fifth to a half of what it cost it alone. The
+parent keeps a few candidates in flight per judge (so each imports ahead) and yields records in
+the order given.
 """
 
 from __future__ import annotations
