@@ -132,6 +132,22 @@ def test_results_record_the_failure_message(pytester, repo):
     assert evaluation["summary"]["status"] == "failed"
 
 
+def test_a_wrong_submissions_benchmark_case_fails_without_a_teardown_error(pytester, repo):
+    """pytest-benchmark warns at teardown about its unused fixture, through the item's warn(),
+    which needs the item's line (a case item reports 0); the warning itself would only repeat
+    the verdict, so it is filtered on kernelboard's benchmark items."""
+    write(
+        repo / "submissions/addone/bob/submission.py",
+        """
+        def custom_kernel(data):
+            x, out = data
+            return out.copy_(x + 2)
+        """,
+    )
+    result = pytester.runpytest_subprocess("--kb-mode", "benchmark", "submissions/addone/bob")
+    result.assert_outcomes(failed=3, errors=0, warnings=0)
+
+
 def test_popcorn_header_outside_submissions(pytester, repo):
     write(repo / "scratch/mine.py", "#!POPCORN leaderboard addone\n" + CORRECT)
     write(repo / "scratch/plain.py", CORRECT)  # named too, but says no leaderboard

@@ -279,6 +279,9 @@ class SubmissionNode(pytest.Collector):
                     self, name=name, callobj=lambda case=case: self.run_case(case)
                 )
                 item.add_marker(bench_bridge.mark(group=self.task.name))
+                # A case that fails or is not run times nothing: its verdict says why, and
+                # pytest-benchmark's warning that the fixture went unused would only repeat it.
+                item.add_marker(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"))
             else:
                 # pytest-benchmark's fixture: it reports our device samples; `-m benchmark`
                 # selects it through its marker, which carries our replay timer.
@@ -288,6 +291,9 @@ class SubmissionNode(pytest.Collector):
                     callobj=lambda benchmark, case=case: self.run_benchmark(case, benchmark),
                 )
                 item.add_marker(bench_bridge.mark(group=self.task.name))
+                # A case that fails or is not run times nothing: its verdict says why, and
+                # pytest-benchmark's warning that the fixture went unused would only repeat it.
+                item.add_marker(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"))
             yield item
 
     def run_case(self, case: Case) -> None:

@@ -11,4 +11,5 @@ class CaseItem(pytest.Function):
     the node id, so verbose result lines stay as pytest writes them."""
 
     def reportinfo(self):
-        return self.path, None, f"pytest {self.config.cwd_relative_nodeid(self.nodeid)}"
+        # Line 0, not None: pytest-benchmark warns through warn(), which needs a line.
+        return self.path, 0, f"pytest {self.config.cwd_relative_nodeid(self.nodeid)}"
