@@ -174,7 +174,9 @@ class Worker:
         self._cpus = cpu_choice.allowed_cpus() if pin else frozenset()
         self._timing_cpu: int | None = None  # where this case's timed calls run (None: anywhere)
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
+        self.device_barrier = None  # a rank's barrier on the held stream (worker/ranks.py)
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
+        self._output_as_is = False  # this request's output is sent uncopied (a frugal host call)
         # A frugal call's cache segments, held again before the next (frugal needs windows,
         # which need CUDA).
         self.reservation = Reservation(torch) if self.cuda else None
@@ -299,6 +301,8 @@ class Worker:
                 fences.synchronize()
             elif preroll_cycles:
                 self._sleep(preroll_cycles)
+            if self.device_barrier is not None:
+                self.device_barrier()  # a rank's start waits, on the device, for every rank's
             self.streams.begin(start_event)
             call_start = _clock()
             try:
@@ -516,8 +520,10 @@ class Worker:
     # -- plumbing -----------------------------------------------------------------------------
     def _sendable(self, output: Any) -> Any:
         # A fresh copy: an output that aliases a received input cannot be re-shared by IPC.
-        # Through the windows, packing the reply is the copy.
-        return output if self.windows else clone_data(output)
+        # Through the windows, packing the reply is the copy; a frugal call's output on the
+        # host goes as it is (pickling moves it into a shared-memory file, or names the one
+        # it already lies in), read in place by the judge while this process is stopped.
+        return output if self.windows or self._output_as_is else clone_data(output)
 
     def serve(self) -> None:
         handlers = {
@@ -546,7 +552,10 @@ class Worker:
                 continue
             started = time.perf_counter()
             host_transport = request.pop("transport", None) == transport.HOST
-            frugal = bool(request.pop(FRUGAL_KEY, False)) and bool(self.windows)
+            asked_frugal = bool(request.pop(FRUGAL_KEY, False))
+            frugal = asked_frugal and bool(self.windows)
+            # On the host, a frugal call's output is sent as it is: no copy of it first.
+            self._output_as_is = asked_frugal and not self.cuda
             measured = self.cuda and op in (Op.CALL, Op.TIME)
             if frugal:
                 self.reservation.hold_again()
@@ -575,8 +584,10 @@ class Worker:
                     fences.synchronize()
                 inbound = self.windows.get("in") if frugal else None
                 data = window.dumps_reply(reply, self.windows.get("out"), inbound)
-                if frugal:  # the output is packed: its memory goes back before the judge checks
-                    del reply, request
+                # Packed: nothing of the request outlives its reply (an idle worker holds no
+                # inputs or outputs; a shared-memory file lives while any process maps it).
+                reply = request = None
+                if frugal:  # its device memory goes back before the judge checks
                     self.reservation.remember()
                     self.torch.cuda.empty_cache()
                 self.conn.send_bytes(data)

@@ -2,7 +2,8 @@
 
 The judge starts one worker per rank and sends each `init_group`; from then on every timed
 call starts with a barrier over the group, so all ranks start their flush, pre-roll and events
-together (worker/main.py's `time_call` runs `before_timed_call` first).
+together (worker/main.py's `time_call` runs `before_timed_call` first), and on GPUs a second,
+on the device, between the blocking kernel and the start event (`device_barrier`).
 """
 
 from __future__ import annotations
@@ -67,5 +68,12 @@ def init_group(
             dist.barrier()
 
     worker.before_timed_call = barrier
+    if worker.cuda:
+        # Queued behind the blocking kernel, before the start event: each rank's stream is
+        # released when its own host has queued the call, at different moments; a one-element
+        # all-reduce there makes every rank's start event wait for the last rank's release, so
+        # no rank's interval holds the time it waited for a late peer to enter the collective.
+        token = torch.zeros(1, device=f"cuda:{rank}")
+        worker.device_barrier = lambda: dist.all_reduce(token)
     barrier()  # every rank has joined before the judge sends work
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": backend}
