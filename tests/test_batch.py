@@ -80,7 +80,9 @@ def test_every_candidate_gets_its_verdict_in_the_order_given(mixed_batch):
 def test_feedback_names_the_failing_case_and_says_what_went_wrong(mixed_batch):
     records = {r["id"]: r for r in mixed_batch[1]}
     syntax = records["syntax.py"]
-    assert syntax["failed_case"].startswith("test[")
+    # The failed case reads as its entry in cases[] does: one id for one case in a record.
+    (failed,) = [c for c in syntax["cases"] if c["id"] == syntax["failed_case"]]
+    assert failed["kind"] == "test" and failed["status"] == "error"
     assert 'File "syntax.py", line 1' in syntax["message"]  # the compiler's own words
     assert "frozen importlib" not in syntax["message"]
     wrong = records["wrong.py"]["cases"][0]

@@ -122,7 +122,9 @@ class CandidateRecord(Record):
     flags: tuple[Flag, ...]
     error_kind: ErrorKindName | None
     message: str  # the first failure's message: the compiler's, the check's, ...
-    failed_case: str | None  # "test[size=1-seed=3]" of the first failure
+    # The first failure's case, by its id as cases[].id reads it ("size=1-seed=3"); records
+    # written before read "test[size=1-seed=3]" (kind[id]), which stays a valid string here.
+    failed_case: str | None
     # this candidate's part of the batch's fast_p: correct and faster than p x beyond noise
     fast_p: dict[str, bool] | None
     cases: tuple[CaseFeedback, ...]
@@ -288,7 +290,7 @@ def candidate_record(
         flags=tuple(dict.fromkeys(flags)),
         error_kind=kind,
         message=first[1].message if first else "",
-        failed_case=f"{first[0].kind}[{first[0].id}]" if first else None,
+        failed_case=first[0].id if first else None,
         fast_p=_flags(shares, timed),
         cases=tuple(case_feedback(c, o) for c, o in outcomes),
         duration_s=round(duration_s, 3),

@@ -263,7 +263,7 @@ def median_worker(records: list[dict[str, Any]]) -> dict[str, Any]:
     (the slower middle one of an even count), with every worker's time beside it.
 
     A launch-bound call's host time moved by about ±20% from one worker to the next on an H200
-    (docs/benchmarks.md, thirteenth session); a batch's one reference timing carried its
+    (git history of docs/benchmarks.md); a batch's one reference timing carried its
     worker's shift into every speedup of the run."""
     ordered = sorted(records, key=rank_us)
     chosen = dict(ordered[len(ordered) // 2])

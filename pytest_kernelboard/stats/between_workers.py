@@ -3,7 +3,7 @@
 A launch-bound call's time is its host time, and on a shared machine that moves from one fresh
 worker to the next by far more than one worker's samples show: in one batch on an H200,
 candidates with the reference's own device work read 130 - 216 µs in as many workers, each
-with an interval of about ±5% (docs/benchmarks.md, fourteenth session). A run that times the
+with an interval of about ±5% (git history of docs/benchmarks.md). A run that times the
 reference on a case in several fresh workers measures that spread; a time taken in one worker
 then gets an interval for where another worker's time of the same code could fall (a
 prediction interval), not only for where its own samples' median lies.

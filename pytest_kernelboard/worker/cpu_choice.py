@@ -3,7 +3,7 @@
 A launch-bound call's time is its host time, and on a shared machine the CPUs do not run the
 same code at the same speed: on an H200 runner one process moved to each of its 16 CPUs ran a
 five-launch call in 66 - 153 µs, some CPUs slow sweep after sweep, others steadily fast
-(docs/benchmarks.md, twelfth session). Left to the scheduler, the CPU a worker lands on decides
+(docs/benchmarks.md, "Probes"). Left to the scheduler, the CPU a worker lands on decides
 its host-bound times, so the reference and a candidate timed in two workers compare two CPUs.
 At the start of each timed case the worker runs a short interpreter-bound probe on each CPU it
 may use and keeps its calling thread on the fastest for the case.

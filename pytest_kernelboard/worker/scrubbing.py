@@ -4,7 +4,7 @@ The driver zeroes the memory a process frees before any process can have it agai
 GPU's own engines, after the free has returned. A memory-bound kernel that runs meanwhile
 shares DRAM with the scrubbing: on an H200 a 16384² fp16 add read 405 µs instead of 364 for
 about 3 ms after 1 GiB was freed, 5 ms after 2 GiB, 15-18 ms after 4 GiB and over 26 ms after
-8 GiB (`benchmarks/scrub_probe.py`, docs/benchmarks.md), while the driver's free memory showed
+8 GiB (`benchmarks/probes/scrub_probe.py`, docs/benchmarks.md), while the driver's free memory showed
 the whole amount free at once. A frugal case gives gigabytes back between its timed calls
 (docs/architecture.md, "Device memory"), a few milliseconds before the next one, so which of
 the two values a call read depended on how fast the judge got to it.
