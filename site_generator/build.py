@@ -34,7 +34,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CudaLexer, PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from pytest_kernelboard import rankings
+from pytest_kernelboard import TIMING_METHOD, rankings
 from pytest_kernelboard.errors import KernelboardError
 from pytest_kernelboard.names import slug
 from pytest_kernelboard.presentation import (
@@ -108,6 +108,18 @@ def _sorted_shares(shares: dict[str, float]) -> list[tuple[float, float]]:
 def method_text(method: int | None) -> str:
     """'timing method 4', or what a record without one is."""
     return "an unrecorded timing method (older)" if method is None else f"timing method {method}"
+
+
+def stale_method(board: Board) -> str:
+    """What the ranking's runs were timed by, where that is older than this harness's own
+    timing method (empty otherwise): such runs still rank among themselves, and the board says
+    they want re-measuring before a newcomer reads them as today's judge's numbers."""
+    if not board.ranking:
+        return ""
+    current = board.current_method
+    if current is not None and current >= TIMING_METHOD:
+        return ""
+    return method_text(current)
 
 
 class Paths:
@@ -221,6 +233,7 @@ class Ctx:
         depth = rel.count("/")
         context.setdefault("root", "../" * depth)
         context.setdefault("generated", self.data.now.strftime("%Y-%m-%d %H:%M UTC"))
+        context.setdefault("timing_method", TIMING_METHOD)
         html = self.env.get_template(template).render(**context)
         target = self.out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -359,6 +372,7 @@ def panel(board: Board) -> dict[str, Any]:
         "runs": len(board.runs) + len(board.local),
         "filed": len(board.runs),
         "method": method_text(board.current_method) if board.apart else "",
+        "stale": stale_method(board),
         "apart": apart_tables(board),
         "heat": heatmap(board),
         "history": charts.history_svg(points, board.device),

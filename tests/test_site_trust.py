@@ -320,3 +320,17 @@ def test_a_local_run_of_an_older_method_would_rank_among_its_own(methods):
     assert "would rank #1 of 2" in local  # newbie at 12 µs ahead of erin (35 µs), method 3
     page = (methods / "lb" / "vecadd" / "runs" / f"local-{'e' * 32}-0.html").read_text()
     assert "the rank it would take is among filed runs of its own method only" in text(page)
+
+
+def test_a_ranking_timed_by_an_older_method_than_this_harness_says_so(methods):
+    """The fixture's records on A100 carry no timing method: they rank among themselves, and
+    the board says they were timed by an older method than this harness's; the H100 board,
+    ranked by this harness's own method, does not."""
+    from pytest_kernelboard import TIMING_METHOD
+
+    html = (methods / "lb" / "vecadd" / "index.html").read_text()
+    a100 = text(section(html, "dev-A100"))
+    assert "Timed by an older method." in a100
+    assert f"this harness times by timing method {TIMING_METHOD}" in a100
+    assert TIMING_METHOD == 4  # the fixture's H100 records are of this harness's method
+    assert 'class="stale-method"' not in section(html, "dev-H100")
