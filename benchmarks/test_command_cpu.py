@@ -33,7 +33,7 @@ SAMPLE_EVERY_S = 0.5
 KINDS = [
     ("bwrap (the sandbox around a worker)", re.compile(r"^\S*bwrap ")),
     # A zygote imports torch once; the workers it forks keep its command line.
-    ("zygote + forked workers", re.compile(r"pytest_kernelboard\.worker\.main --zygote")),
+    ("zygote + forked workers", re.compile(r"pytest_kernelboard\.worker\.zygote ")),
     ("worker (Python + torch)", re.compile(r"pytest_kernelboard\.worker\.main")),
     # The tests fork their nested judges from a server that has imported torch
     # (tests/forked_pytest.py); the children keep its command line.

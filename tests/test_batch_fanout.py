@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.batch import Candidate, fanout, judge_many
-from pytest_kernelboard.batch.judge import REFERENCE_WORKERS
+from pytest_kernelboard.batch import Candidate, fanout, judge_many, reference_share
+from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
 from pytest_kernelboard.evaluation.progress import Progress
 from pytest_kernelboard.evaluation.session import combined_reference
 from pytest_kernelboard.results.reference_runs import ReferenceUnavailable
@@ -131,11 +131,11 @@ def test_verdicts_are_those_of_one_judge(two_judges):
 
 def test_the_reference_workers_are_dealt_across_the_judges():
     for judges in range(1, 9):
-        dealt = [fanout.shared_workers(k, judges) for k in range(judges)]
+        dealt = [reference_share.shared_workers(k, judges) for k in range(judges)]
         assert sorted(w for share in dealt for w in share) == list(range(REFERENCE_WORKERS))
         assert max(map(len, dealt)) == math.ceil(REFERENCE_WORKERS / judges)
-    assert fanout.shared_workers(1, 2) == [1, 3]
-    assert fanout.shared_workers(6, 8) == []
+    assert reference_share.shared_workers(1, 2) == [1, 3]
+    assert reference_share.shared_workers(6, 8) == []
 
 
 def timing(rank_us: float) -> dict:
@@ -169,7 +169,7 @@ def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
     assert broken["case"] is None and "GPU 3 ended" in broken["error"]
 
     sent = []
-    judge = fanout.ReferenceShare(1, 2, sent.append)
+    judge = reference_share.ReferenceShare(1, 2, sent.append)
     judge.deliver({"type": "reference", "case": "a", "timing": timing(5.0)})
     judge.deliver(broken)
     assert judge.combined("a") == timing(5.0)  # combined before the judge ended: kept

@@ -1,7 +1,7 @@
 """Several GPUs of one host: one judge process per GPU, candidates handed out as each frees up,
 and one timing of the reference that every judge shares.
 
-Each process is `python -m pytest_kernelboard.batch.fanout LEADERBOARD MODE ROOT EXCESSIVE
+Each process is `python -m pytest_kernelboard.batch.gpu_judge LEADERBOARD MODE ROOT EXCESSIVE
 --share K/N [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts. Both
 ways, a line is one JSON object whose "type" says what it is:
 
@@ -13,7 +13,7 @@ ways, a line is one JSON object whose "type" says what it is:
                                         "timings": [one per worker]} or {"case", "error"}
                       phase             where the judge's time went (shown as progress)
 
-The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers (judge.py).
+The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers
 Judge K of N times the workers K, K+N, ... of them once its first candidate has imported,
 while the next ones import; the parent combines the five as one judge would
 (session.combined_reference: the median worker's timing, its interval widened by their spread)
@@ -31,32 +31,27 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from queue import Queue
-from typing import IO, Any
+from typing import Any
 
 from ..evaluation.progress import Progress
 from ..evaluation.session import combined_reference, reference_line
-from ..results.reference_runs import ReferenceUnavailable
 from .candidates import Candidate
-from .judge import REFERENCE_WORKERS
-
-IN_FLIGHT = 3  # candidates queued at each GPU's judge: the one judged and those imported ahead
-CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
-    "candidate",
-    "record",
-    "reference",
-    "reference_share",
-    "phase",
+from .reference_share import (
+    CANDIDATE,
+    PHASE,
+    RECORD,
+    REFERENCE,
+    REFERENCE_SHARE,
+    REFERENCE_WORKERS,
+    shared_workers,
 )
 
-
-def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> list[int]:
-    """Which of the reference's `total` workers judge `judge` of `judges` times: judge, judge +
-    judges, ...; none for a judge beyond the fifth."""
-    return list(range(judge, total, judges))
+IN_FLIGHT = 3  # candidates queued at each GPU's judge: the one judged and those imported ahead
+GPU_JUDGE = "pytest_kernelboard.batch.gpu_judge"  # the module each GPU's judge process runs
 
 
 def judge_on_gpus(
@@ -77,7 +72,7 @@ def judge_on_gpus(
         physical = inherited[gpu] if gpu < len(inherited) else str(gpu)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": physical}
         process = subprocess.Popen(
-            [sys.executable, "-m", __name__, leaderboard, mode, str(root), str(excessive_speedup)]
+            [sys.executable, "-m", GPU_JUDGE, leaderboard, mode, str(root), str(excessive_speedup)]
             + ["--share", f"{slot}/{len(gpus)}"]
             + (["--profile"] if profile else []),
             stdin=subprocess.PIPE,
@@ -216,109 +211,3 @@ def phase_line(message: dict[str, Any]) -> str:
         f"({message['waited_s']:.1f} s of it waiting for the other judges' shares of the "
         f"reference), after {message['reference_s']:.1f} s on its own share"
     )
-
-
-class ReferenceShare:
-    """A GPU judge's side of the shared reference: which of its workers this judge times, and
-    the combined timings the parent sends back."""
-
-    def __init__(self, judge: int, judges: int, send: Callable[[dict[str, Any]], None]):
-        self.workers = shared_workers(judge, judges)
-        self._send = send
-        self._combined: dict[str, dict[str, Any]] = {}
-        self._failed: str | None = None  # every case not yet combined fails with this
-        self._condition = threading.Condition()
-
-    def publish(
-        self, key: str, label: str, timings: list[dict[str, Any]], error: str | None = None
-    ) -> None:
-        """This judge's workers' timing records of a case (or why they failed), to the parent."""
-        found = {"error": error} if error else {"timings": timings}
-        self._send(
-            {"type": REFERENCE_SHARE, "case": key, "label": label, "workers": self.workers} | found
-        )
-
-    def report(self, phase: str, **account: Any) -> None:
-        self._send({"type": PHASE, "phase": phase, **account})
-
-    def deliver(self, message: dict[str, Any]) -> None:
-        """A reference message from the parent (the stdin reader routes them here)."""
-        with self._condition:
-            if message.get("case") is None:
-                self._failed = self._failed or message.get("error") or "no reference timing"
-            else:
-                self._combined[message["case"]] = message
-            self._condition.notify_all()
-
-    def combined(self, key: str) -> dict[str, Any]:
-        """The case's reference timing as the parent combined it; waits until it comes."""
-        with self._condition:
-            self._condition.wait_for(lambda: key in self._combined or self._failed is not None)
-            message = self._combined.get(key) or {"error": self._failed}
-        if message.get("error"):
-            raise ReferenceUnavailable(message["error"])
-        return message["timing"]
-
-
-def _route(lines: IO[str], candidates: Queue[Candidate | None], share: ReferenceShare) -> None:
-    """The judge's stdin: candidates queue up for the judge, reference timings go to the share,
-    whatever the judge is doing meanwhile."""
-    try:
-        for line in lines:
-            message = json.loads(line)
-            if message.get("type") == CANDIDATE:
-                candidates.put(Candidate(**message["candidate"]))
-            elif message.get("type") == REFERENCE:
-                share.deliver(message)
-    finally:
-        candidates.put(None)
-        share.deliver({"case": None, "error": "the batch ended before the reference was timed"})
-
-
-def main(argv: list[str]) -> int:
-    """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
-    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--profile]"""
-    from .judge import BatchJudge, find_task
-
-    leaderboard, mode, root, excessive = argv[:4]
-    judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
-    # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
-    # C code, a worker started from here) writes to stderr.
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
-    lock = threading.Lock()
-
-    def send(message: dict[str, Any]) -> None:
-        with lock:
-            out.write(json.dumps(message) + "\n")
-            out.flush()
-
-    share = ReferenceShare(judge_index, judges, send)
-    arrived: Queue[Candidate | None] = Queue()
-    threading.Thread(target=_route, args=(sys.stdin, arrived, share), daemon=True).start()
-    task, root_path = find_task(leaderboard, Path(root))
-    judge = BatchJudge(
-        task,
-        mode,
-        root_path,
-        float(excessive),
-        profile="--profile" in argv,
-        reference_share=share,
-    )
-
-    def incoming() -> Iterator[Candidate]:
-        while (candidate := arrived.get()) is not None:
-            yield candidate
-
-    try:
-        for record in judge.judge(incoming()):
-            send({"type": RECORD, "record": record})
-        share.report("candidates", **judge.account)
-    finally:
-        judge.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from queue import Empty, Queue
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import KernelboardError
 from ..evaluation.progress import Progress
@@ -51,18 +51,11 @@ from ..stats.speed_of_light import speed_of_light
 from ..worker.pausing import paused
 from .candidates import Candidate
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
-
-if TYPE_CHECKING:
-    from .fanout import ReferenceShare
+from .reference_share import REFERENCE_WORKERS, ReferenceShare
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
 PREFETCH = 3  # candidates imported ahead of the one being judged
-# Every speedup of a batch hangs on the reference's one timing per case: it is timed in this
-# many fresh workers and the median one kept (a worker's host-bound time moves by about ±20%);
-# their spread widens each candidate's interval (stats/between_workers.py). Five give the
-# spread four degrees of freedom (t = 2.78; three would give two, t = 4.30).
-REFERENCE_WORKERS = 5
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..judge.core import CaseOutcome
 from ..spec.cases import Case
-from .session import task_timeout
+from .limits import task_timeout
 
 if TYPE_CHECKING:
     from .submission import SubmissionEvaluation

@@ -11,7 +11,6 @@ import functools
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,44 +23,17 @@ from ..judge.reference_loader import LeaderboardModules
 from ..presentation import fmt_us
 from ..results.recorder import RunRecorder
 from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
-from ..spec.cases import BENCHMARK, TEST, Case, draw_run_seeds
+from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..worker.client import WorkerFailure, WorkerPool
+from .limits import Limits
 from .progress import Progress
 
 DEFAULT_PRECISION = 0.005
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Where a case's time limit comes from, so a message can say which applied and how to
-    change it: the command line's override, else task.yml's key for the mode."""
-
-    override_s: float | None = None
-    override_name: str = "--kb-timeout"
-
-    def timeout(self, task: TaskSpec, kind: str, mode: str) -> float:
-        return self.override_s if self.override_s else task_timeout(task, kind, mode)[1]
-
-    def describe(self, task: TaskSpec, kind: str, mode: str) -> str:
-        """'--kb-timeout 5' or 'test_timeout: 60 in task.yml', as the limit that applied."""
-        if self.override_s:
-            return f"{self.override_name} {self.override_s:g}"
-        key, seconds = task_timeout(task, kind, mode)
-        return f"{key}: {seconds:g} in {task.path.name}"
-
-
-def task_timeout(task: TaskSpec, kind: str, mode: str) -> tuple[str, float]:
-    """task.yml's key and seconds for a case of `kind` in `mode`."""
-    if kind == TEST:
-        return "test_timeout", task.test_timeout
-    if mode == "leaderboard":
-        return "ranked_timeout", task.ranked_timeout
-    return "benchmark_timeout", task.benchmark_timeout
 
 
 class JudgingSession:

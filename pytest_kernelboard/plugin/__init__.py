@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from ..evaluation.limits import Limits
 from ..evaluation.progress import Progress
-from ..evaluation.session import JudgingSession, Limits
+from ..evaluation.session import JudgingSession
 from ..judge import builds, devices
 from ..judge.core import CaseOutcome
 from ..judge.evalpy import is_evalpy_task

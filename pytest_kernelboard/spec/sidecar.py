@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from .values import TaskError, parse_deadline
+
 SIDECAR_NAME = "kernelboard.yml"
 SIDECAR_KEYS = {
     "name": "leaderboard name",
@@ -27,7 +29,6 @@ SIDECAR_KEYS = {
 
 def read_sidecar(folder: Path) -> dict[str, Any]:
     """The validated values of folder/kernelboard.yml, or {} when there is none."""
-    from .task import TaskError, parse_deadline  # task.py imports this module lazily
 
     path = folder / SIDECAR_NAME
     if not path.is_file():

@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import KernelboardError
 from ..vocabulary import LANGS, RANKINGS
+from .sidecar import read_sidecar
+from .values import TaskError, parse_deadline
 
 SUBMISSION_MARKER = "@SUBMISSION@"
 DEFAULT_TIMEOUT_S = 180.0
@@ -48,14 +49,6 @@ EXTENSION_KEYS = {
     "read_only_inputs",  # a submission that writes into its input data fails (a pure function)
 }
 KNOWN_KEYS = GPUMODE_KEYS | EXTENSION_KEYS
-
-
-class TaskError(KernelboardError, ValueError):
-    """A task.yml (or a file it names) is invalid; the message says where."""
-
-    def __init__(self, path: Path | str, message: str):
-        self.path = Path(path)
-        super().__init__(f"{path}: {message}")
 
 
 @dataclass(frozen=True)
@@ -123,25 +116,6 @@ class TaskSpec:
     def is_closed(self, now: dt.datetime | None = None) -> bool:
         now = now or dt.datetime.now(dt.UTC)
         return self.deadline is not None and now >= self.deadline
-
-
-def parse_deadline(value: Any, path: Path) -> dt.datetime:
-    """Parse a UTC deadline 'YYYY-MM-DD[ HH:MM]' (YAML may already give a date)."""
-    if isinstance(value, dt.datetime):
-        parsed = value
-    elif isinstance(value, dt.date):
-        parsed = dt.datetime(value.year, value.month, value.day)
-    else:
-        text = str(value).strip()
-        for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
-            try:
-                parsed = dt.datetime.strptime(text, fmt)
-                break
-            except ValueError:
-                continue
-        else:
-            raise TaskError(path, f"key 'deadline': {value!r} is not 'YYYY-MM-DD[ HH:MM]' (UTC)")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _timeout(
@@ -223,8 +197,6 @@ def load_task(path: Path | str, name: str | None = None) -> TaskSpec:
     unknown = sorted(set(raw) - KNOWN_KEYS)
     if unknown:
         raise TaskError(path, f"unknown key(s) {', '.join(map(repr, unknown))}")
-    from .sidecar import read_sidecar  # lazily: sidecar.py uses this module's errors
-
     raw = {**raw, **read_sidecar(path.parent)}  # kernelboard.yml beside an unmodified task.yml
     description = raw.get("description")
     if not isinstance(description, str) or not description.strip():

@@ -70,7 +70,7 @@ class Zygote:
             (str(p), ro) for p, ro in sandbox.binds_under_covers(binds, self.pool)
         ]
         prefix = sandbox.zygote_command(self.pool, binds, host_network)
-        command = [*prefix, sys.executable, "-m", "pytest_kernelboard.worker.main", "--zygote"]
+        command = [*prefix, sys.executable, "-m", "pytest_kernelboard.worker.zygote"]
         with open(self.log_path, "wb") as log:
             # bwrap's --die-with-parent fires when the thread that started it ends: the zygote
             # is started by a thread that lives as long as this process.

@@ -203,9 +203,10 @@ class Worker:
         self.kernel = getattr(loaded, entry, None)
         if self.kernel is None and entry == "custom_kernel" and hasattr(loaded, "ModelNew"):
             # KernelBench's contract: ModelNew, built like the reference's Model, is the kernel.
-            from pytest_kernelboard.importers.kernelbench_utils import model_kernel
-
-            self.kernel = model_kernel(loaded.ModelNew)
+            # An imported KernelBench leaderboard stages kernelbench_utils.py, which says how.
+            if (self.stage_dir / "kernelbench_utils.py").is_file():
+                utils = importlib.import_module("kernelbench_utils")
+                self.kernel = utils.model_kernel(loaded.ModelNew)
         if not callable(self.kernel):
             return error_reply(f"{module}.py defines no callable {entry}(data)", ErrorKind.NO_ENTRY)
         return {}
@@ -598,11 +599,6 @@ class Worker:
 
 
 def main() -> None:
-    if sys.argv[1] == "--zygote":  # the judge's fork server (worker/zygote.py), not a worker
-        from pytest_kernelboard.worker import zygote
-
-        zygote.main(sys.argv[2:])
-        return
     apply_limits()  # before any participant code: hard limits it cannot raise again
     conn = Connection(int(sys.argv[1]))
     Worker(conn).serve()

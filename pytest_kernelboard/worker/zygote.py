@@ -331,3 +331,7 @@ def _report(logs: list[int], message: str) -> None:
 
 def main(argv: list[str]) -> None:
     serve(socket.socket(fileno=int(argv[0])))
+
+
+if __name__ == "__main__":  # python -m pytest_kernelboard.worker.zygote FD (worker/forked.py)
+    main(sys.argv[1:])

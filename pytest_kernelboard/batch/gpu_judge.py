@@ -1,0 +1,80 @@
+"""One GPU's judge process of a batch spread over a host's GPUs (fanout.py starts one per GPU):
+candidates in on stdin, records out on stdout, as each is done, and this judge's share of the
+reference's timing (reference_share.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from queue import Queue
+from typing import IO, Any
+
+from .candidates import Candidate
+from .judge import BatchJudge, find_task
+from .reference_share import CANDIDATE, RECORD, REFERENCE, ReferenceShare
+
+
+def _route(lines: IO[str], candidates: Queue[Candidate | None], share: ReferenceShare) -> None:
+    """The judge's stdin: candidates queue up for the judge, reference timings go to the share,
+    whatever the judge is doing meanwhile."""
+    try:
+        for line in lines:
+            message = json.loads(line)
+            if message.get("type") == CANDIDATE:
+                candidates.put(Candidate(**message["candidate"]))
+            elif message.get("type") == REFERENCE:
+                share.deliver(message)
+    finally:
+        candidates.put(None)
+        share.deliver({"case": None, "error": "the batch ended before the reference was timed"})
+
+
+def main(argv: list[str]) -> int:
+    """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
+    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--profile]"""
+    leaderboard, mode, root, excessive = argv[:4]
+    judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
+    # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
+    # C code, a worker started from here) writes to stderr.
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    lock = threading.Lock()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            out.write(json.dumps(message) + "\n")
+            out.flush()
+
+    share = ReferenceShare(judge_index, judges, send)
+    arrived: Queue[Candidate | None] = Queue()
+    threading.Thread(target=_route, args=(sys.stdin, arrived, share), daemon=True).start()
+    task, root_path = find_task(leaderboard, Path(root))
+    judge = BatchJudge(
+        task,
+        mode,
+        root_path,
+        float(excessive),
+        profile="--profile" in argv,
+        reference_share=share,
+    )
+
+    def incoming() -> Iterator[Candidate]:
+        while (candidate := arrived.get()) is not None:
+            yield candidate
+
+    try:
+        for record in judge.judge(incoming()):
+            send({"type": RECORD, "record": record})
+        share.report("candidates", **judge.account)
+    finally:
+        judge.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

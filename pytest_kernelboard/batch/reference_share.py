@@ -1,0 +1,72 @@
+"""The reference's timing shared by several GPUs' judges: the messages between the parent
+(fanout.py) and each GPU's judge process (gpu_judge.py), which workers of the reference a judge
+times, and a judge's side of the exchange."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..results.reference_runs import ReferenceUnavailable
+
+# Every speedup of a batch hangs on the reference's one timing per case: it is timed in this
+# many fresh workers and the median one kept (a worker's host-bound time moves by about ±20%);
+# their spread widens each candidate's interval (stats/between_workers.py). Five give the
+# spread four degrees of freedom (t = 2.78; three would give two, t = 4.30).
+REFERENCE_WORKERS = 5
+CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
+    "candidate",
+    "record",
+    "reference",
+    "reference_share",
+    "phase",
+)
+
+
+def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> list[int]:
+    """Which of the reference's `total` workers judge `judge` of `judges` times: judge, judge +
+    judges, ...; none for a judge beyond the fifth."""
+    return list(range(judge, total, judges))
+
+
+class ReferenceShare:
+    """A GPU judge's side of the shared reference: which of its workers this judge times, and
+    the combined timings the parent sends back."""
+
+    def __init__(self, judge: int, judges: int, send: Callable[[dict[str, Any]], None]):
+        self.workers = shared_workers(judge, judges)
+        self._send = send
+        self._combined: dict[str, dict[str, Any]] = {}
+        self._failed: str | None = None  # every case not yet combined fails with this
+        self._condition = threading.Condition()
+
+    def publish(
+        self, key: str, label: str, timings: list[dict[str, Any]], error: str | None = None
+    ) -> None:
+        """This judge's workers' timing records of a case (or why they failed), to the parent."""
+        found = {"error": error} if error else {"timings": timings}
+        self._send(
+            {"type": REFERENCE_SHARE, "case": key, "label": label, "workers": self.workers} | found
+        )
+
+    def report(self, phase: str, **account: Any) -> None:
+        self._send({"type": PHASE, "phase": phase, **account})
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """A reference message from the parent (the stdin reader routes them here)."""
+        with self._condition:
+            if message.get("case") is None:
+                self._failed = self._failed or message.get("error") or "no reference timing"
+            else:
+                self._combined[message["case"]] = message
+            self._condition.notify_all()
+
+    def combined(self, key: str) -> dict[str, Any]:
+        """The case's reference timing as the parent combined it; waits until it comes."""
+        with self._condition:
+            self._condition.wait_for(lambda: key in self._combined or self._failed is not None)
+            message = self._combined.get(key) or {"error": self._failed}
+        if message.get("error"):
+            raise ReferenceUnavailable(message["error"])
+        return message["timing"]
