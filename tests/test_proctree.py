@@ -256,3 +256,22 @@ def test_this_machine_pausing_stops_only_the_workers_python_process():
             os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+def test_this_machine_a_forked_workers_python_process_is_found():
+    """A worker forked from the zygote keeps the zygote's command line: pausing must still find
+    it, or a batch would time a case while other candidates' workers run."""
+    from conftest import missing_system_tool
+
+    from pytest_kernelboard.worker import forked, pausing, sandbox
+    from pytest_kernelboard.worker.client import WorkerProcess
+
+    if not sandbox.enabled() or not forked.enabled():
+        missing_system_tool("the zygote needs the sandbox", "apt-get install bubblewrap")
+    worker = WorkerProcess(sandboxed=True)
+    try:
+        worker.ping()
+        assert isinstance(worker.process, forked.ForkedProcess)
+        assert pausing.python_processes(worker.process.pid) == [worker.process.pid]
+    finally:
+        worker.discard()

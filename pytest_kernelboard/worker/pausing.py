@@ -17,7 +17,9 @@ from pathlib import Path
 
 from .proctree import process_state, read_snapshot
 
-WORKER_MODULE = b"pytest_kernelboard.worker.main"
+# A worker started on its own runs worker.main; one forked from the zygote keeps the zygote's
+# command line.
+WORKER_MODULES = (b"pytest_kernelboard.worker.main", b"pytest_kernelboard.worker.zygote")
 # SIGSTOP takes effect when the kernel next schedules the process, not when kill() returns; a
 # process still running could launch work in the first timed call. Wait this long at most.
 STOP_WAIT_S = 2.0
@@ -33,7 +35,7 @@ def python_processes(root_pid: int) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if WORKER_MODULE in cmdline:
+        if any(module in cmdline for module in WORKER_MODULES):
             found.append(pid)
     return found
 
