@@ -309,10 +309,13 @@ def test_a_case_not_run_says_why_without_rs(pytester, repo):
     )
 
 
-def test_benchmark_output_reads_plainly_with_dist_in_addopts(pytester, repo):
+def test_benchmark_output_reads_plainly_with_dist_in_addopts(pytester, repo, monkeypatch):
     """`--dist` in the project's addopts without `-n` is no xdist run: pytest-benchmark neither
     warns that xdist is active nor drops the device samples. A case whose budget allows one call
     says so instead of showing an interval from it, and no progress line reads 'inf%'."""
+    # The inner run is no xdist worker, even where this test runs in one (pytest-benchmark
+    # reads the variable, which the inner run would inherit).
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider --dist worksteal\n")
     write(
         repo / "submissions/addone/slow/submission.py",

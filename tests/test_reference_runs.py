@@ -14,6 +14,7 @@ from pytest_kernelboard import TIMING_METHOD
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import CaseOutcome
 from pytest_kernelboard.pr import pipeline
+from pytest_kernelboard.presentation import fmt_us
 from pytest_kernelboard.results.recorder import RunRecorder
 from pytest_kernelboard.results.records import validate_run
 from pytest_kernelboard.results.reference_runs import (
@@ -413,7 +414,7 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     # The progress names each worker's time: the spread every speedup of the batch hangs on.
     [(label, line)] = shown.lines
     assert label.endswith("(reference)")
-    assert ", ".join(f"{t:.2f}" for t in by_worker) in line
+    assert ", ".join(fmt_us(t) for t in by_worker) in line
     # Their spread is measured, and the kept timing's interval holds it (stats/between_workers).
     assert record["between_workers_rsd"] == pytest.approx(spread(by_worker), abs=1e-3)
     (low, high), (within_low, within_high) = record["rank_ci95_us"], record["rank_ci95_within_us"]
