@@ -3,14 +3,18 @@ verbatim to `leaderboards/kernelbench/kernelbench_utils.py`, beside the problem 
 
 A KernelBench problem file defines module-level shape constants, `class Model(nn.Module)`,
 `get_inputs()` and `get_init_inputs()`. A case's input is a dict: `inputs` (get_inputs(), on
-the device), `init_inputs` (get_init_inputs()) and `weights` (the seed both models are built
-under: seed, then construct, as KernelBench does). `scale` > 1 shrinks the shape constants for
-the correctness cases that must run on a CPU; the benchmark cases keep KernelBench's sizes.
+the device), `init_inputs` (get_init_inputs()), `weights` (the seed both models are built
+under: seed, then construct, as KernelBench does) and `scale`. `scale` > 1 shrinks the shape
+constants (integers and tuples of integers) for the correctness cases that must run on a CPU,
+while the inputs are drawn and while the model is built and called (some models read them:
+level 3's RNNs size their hidden state by `batch_size`); the benchmark cases keep KernelBench's
+sizes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -27,23 +31,39 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def shape_constants(problem: ModuleType) -> dict[str, int]:
-    """The problem's module-level integers: what get_inputs()/get_init_inputs() read."""
+def _is_shape(value: Any) -> bool:
+    """An int, or a tuple or list of ints (`input_shape = (32768,)`), bools aside."""
+    if type(value) is int:
+        return True
+    return isinstance(value, tuple | list) and bool(value) and all(type(v) is int for v in value)
+
+
+def shape_constants(problem: ModuleType) -> dict[str, Any]:
+    """The problem's module-level integers and tuples of integers: what get_inputs() and
+    get_init_inputs() read."""
     return {
         name: value
         for name, value in vars(problem).items()
-        if not name.startswith("_") and type(value) is int
+        if not name.startswith("_") and _is_shape(value)
     }
+
+
+def shrink(value: Any, scale: int) -> Any:
+    """A shape constant at `scale`: large integers divided (to no less than SHRINK_FLOOR), small
+    ones (kernel sizes, strides, dims) kept; a tuple or list element by element, so that
+    `batch_size` and `input_shape = (batch_size,)` stay equal."""
+    if type(value) is not int:
+        return type(value)(shrink(v, scale) for v in value)
+    if scale > 1 and value >= SHRINK_FROM:
+        return max(SHRINK_FLOOR, value // scale)
+    return value
 
 
 @contextlib.contextmanager
-def scaled(problem: ModuleType, scale: int) -> Iterator[dict[str, int]]:
+def scaled(problem: ModuleType, scale: int) -> Iterator[dict[str, Any]]:
     """The problem's shape constants divided by `scale` (large ones only) for the duration."""
     original = shape_constants(problem)
-    shrunk = {
-        name: max(SHRINK_FLOOR, value // scale) if scale > 1 and value >= SHRINK_FROM else value
-        for name, value in original.items()
-    }
+    shrunk = {name: shrink(value, scale) for name, value in original.items()}
     try:
         for name, value in shrunk.items():
             setattr(problem, name, value)
@@ -70,25 +90,48 @@ def make_input(problem: ModuleType, seed: int, weights: int, scale: int) -> dict
         # otherwise cost seconds of CPU random numbers each.
         with device():
             inputs = [_to_device(x) for x in problem.get_inputs()]
-    return {"inputs": inputs, "init_inputs": init_inputs, "weights": weights}
+    return {"inputs": inputs, "init_inputs": init_inputs, "weights": weights, "scale": scale}
+
+
+def problem_modules(model_class: type) -> list[ModuleType]:
+    """The problem files whose shape constants a model may read while it is built or called:
+    the leaderboard's problem.py, and the module of `Model` where model_class is or extends it.
+    A submission's own module is left alone (its large integers may be tile sizes)."""
+    found: list[ModuleType] = []
+    candidates = [sys.modules.get("problem")] + [
+        sys.modules.get(cls.__module__)
+        for cls in getattr(model_class, "__mro__", ())
+        if cls.__name__ == "Model"
+    ]
+    for module in candidates:
+        if module is not None and hasattr(module, "get_inputs") and module not in found:
+            found.append(module)
+    return found
 
 
 def model_kernel(model_class: type) -> Callable[[dict[str, Any]], Any]:
     """kernel(data) running model_class(*init_inputs), built under the weights seed once per
-    (seed, init inputs): the reference's Model and a submission's ModelNew alike."""
-    models: dict[tuple[int, str], Any] = {}
+    (seed, init inputs, scale): the reference's Model and a submission's ModelNew alike. At a
+    shrunk scale the problem's shape constants are shrunk while it is built and called."""
+    models: dict[tuple[int, str, int], Any] = {}
+    problems = problem_modules(model_class)
 
     def kernel(data: dict[str, Any]) -> Any:
-        key = (data["weights"], repr(data["init_inputs"]))
-        model = models.get(key)
-        if model is None:
-            torch.manual_seed(data["weights"])
-            model = model_class(*data["init_inputs"]).to(device()).eval()
-            if len(models) >= MODEL_CACHE:
-                models.pop(next(iter(models)))
-            models[key] = model
-        with torch.no_grad():
-            return model(*data["inputs"])
+        scale = data.get("scale", 1)
+        with contextlib.ExitStack() as stack:
+            if scale > 1:  # KernelBench's sizes: nothing to change, nothing added to a timed call
+                for problem in problems:
+                    stack.enter_context(scaled(problem, scale))
+            key = (data["weights"], repr(data["init_inputs"]), scale)
+            model = models.get(key)
+            if model is None:
+                torch.manual_seed(data["weights"])
+                model = model_class(*data["init_inputs"]).to(device()).eval()
+                if len(models) >= MODEL_CACHE:
+                    models.pop(next(iter(models)))
+                models[key] = model
+            with torch.no_grad():
+                return model(*data["inputs"])
 
     return kernel
 
