@@ -10,23 +10,26 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..spec.cases import UNSEEN_CALL_INDEX, Case
 from ..spec.task import TaskSpec
+from ..stats.floors import device_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
-from ..worker import scrubbing, window
+from ..worker import heap, scrubbing, window
 from ..worker.builds import write_build_spec
 from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
-from ..worker.cloning import clone_data
+from ..worker.cloning import clone_data, release_lost_holds
 from ..worker.protocol import ErrorKind, Op, needs_cuda
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
+from .hardware import leaderboard_note
 from .measure import (
     WARMED,
     CaseTimer,
@@ -46,6 +49,7 @@ STARTUP_TIMEOUT_S = 120.0
 # them again costs more than they hold).
 RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
+UNKNOWN = object()  # which inputs the reference writes: not learnt yet
 PROFILER_EXIT_GRACE_S = 120.0
 
 
@@ -117,6 +121,19 @@ def own(reply: Reply) -> Any:
     a private copy (shared memory and CUDA IPC map memory the worker can still write)."""
     output = reply.payload["output"]
     return output if reply.owned or reply.in_place else clone_data(output)
+
+
+@contextmanager
+def lost_with(worker: WorkerProcess, sent: Any) -> Iterator[None]:
+    """A request's inputs, where the worker dies with them (killed at its deadline, crashed):
+    the shared-memory files it held are given up (worker/cloning.py), else they would stay in
+    /dev/shm until the judge exits (the inputs of every call a batch's timeouts killed)."""
+    try:
+        yield
+    except WorkerFailure:
+        if not worker.alive:
+            release_lost_holds(sent)
+        raise
 
 
 def seed_everything(seed: int) -> None:
@@ -254,6 +271,14 @@ class SubmissionJudge:
             return CaseOutcome("not_run", budget.too_large(peak, outcome.message.splitlines()[-1]))
         return outcome
 
+    def _cannot_run(self, exc: ReferenceCannotRun) -> str:
+        """The not-run message, led by the hardware the leaderboard's code may need where its
+        error, its sources or its devices say so (an AMD dtype, Blackwell's NVFP4)."""
+        note = leaderboard_note(self.task, str(exc.error))
+        if note is None:
+            return str(exc)
+        return f"not run: {note}\n{str(exc).removeprefix('not run: ')}"
+
     def _waiting_note(self, case: Case) -> Callable[[int, int], None]:
         label = f"{self.task.name} {case.kind}[{case.id}]"
 
@@ -294,7 +319,7 @@ class SubmissionJudge:
         except WorkerFailure as failure:
             return self._failure_outcome(failure)
         except ReferenceCannotRun as exc:  # the same for every submission: not theirs to fail
-            return CaseOutcome("not_run", str(exc))
+            return CaseOutcome("not_run", self._cannot_run(exc))
         except OutputUncheckable as exc:
             return CaseOutcome("failed", str(exc))
         except Exception as exc:  # the harness itself raised
@@ -317,15 +342,22 @@ class SubmissionJudge:
         pristine = self.generate_or_not_run(case)
         worker = self.worker()
         trace("check: generated", worker.window_bytes)
-        sent = worker.private_copy(pristine)
         frugal = is_frugal(pristine)
+        # A frugal call on the host: which inputs the reference writes is learnt before the
+        # worker's copy is made (a copy for the reference beside it would be a third).
+        on_host = frugal and not device_bytes(pristine)
+        allowed = self._reference_writes(case, pristine) if on_host else UNKNOWN
+        sent = self.private_copy(worker, pristine)
         self.settle()
-        reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
+        with lost_with(worker, sent):
+            reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
         self._last_call_us = reply.elapsed_s * 1e6
         trace("check: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
         # Which inputs it wrote (the reference runs on a copy of the inputs to say which it
-        # writes itself); a frugal reply's output has already been written over them.
-        mutated = [] if frugal else self._mutated_inputs(pristine, worker, sent)
+        # writes itself); a frugal reply's output on the GPU has already been written over
+        # them, while on the host they are still in the shared files the worker wrote.
+        gpu_frugal = frugal and not on_host
+        mutated = [] if gpu_frugal else self._mutated_inputs(pristine, worker, sent, allowed)
         output = own(reply)
         del sent, reply
         try:
@@ -339,6 +371,7 @@ class SubmissionJudge:
                 trace("check: released", worker.window_bytes)
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
         if not ok:
+            pristine = None  # a diagnosis makes the input anew: not beside this one
             outcome.details["mismatch"] = self._diagnose(case, output)
         if mutated:
             outcome.details["mutated_inputs"] = mutated
@@ -358,21 +391,52 @@ class SubmissionJudge:
         except Exception:  # only an explanation: the verdict stands without it
             return None
 
-    def _mutated_inputs(self, pristine: Any, worker: WorkerProcess, sent: Any) -> list[str]:
-        """The inputs the call wrote that the reference does not write on the same input."""
+    def _mutated_inputs(
+        self, pristine: Any, worker: WorkerProcess, sent: Any, allowed: Any = UNKNOWN
+    ) -> list[str]:
+        """The inputs the call wrote that the reference does not write on the same input.
+        `allowed`: those the reference writes, where already known (None: it raised)."""
         seen = worker.inputs_as_seen(sent)
         if seen is None or self.submission is None:
             return []
         written = written_leaves(pristine, seen)
         if not written:
             return []
+        if allowed is UNKNOWN:
+            allowed = self._written_by_reference(pristine)
+        if allowed is None:
+            return []  # the check below says what the reference cannot do
+        return [path for path in written if path not in allowed]
+
+    def _written_by_reference(self, pristine: Any) -> set[str] | None:
+        """The inputs ref_kernel writes, run on a copy of `pristine`; None where it raises."""
         expected = clone_data(pristine)
         try:
             self.modules.ref_kernel(expected)
         except LeaderboardError:
-            return []  # the check below says what the reference cannot do
-        allowed = set(written_leaves(pristine, expected))
-        return [path for path in written if path not in allowed]
+            return None
+        return set(written_leaves(pristine, expected))
+
+    def _reference_writes(self, case: Case, pristine: Any) -> set[str] | None:
+        """_written_by_reference on the case's own input, once per case and leaderboard (its
+        next submission asks again); never run for the reference itself, which is not asked."""
+        if self.submission is None:
+            return None
+        key = f"{case.kind}[{case.id}]"
+        known = self.modules.reference_writes
+        if key not in known:
+            known[key] = self._written_by_reference(pristine)
+        return known[key]
+
+    def private_copy(self, worker: WorkerProcess, data: Any) -> Any:
+        """What to send so that the worker gets inputs of its own. Where they hold no CUDA
+        tensor, a copy made in shared memory: the file the worker maps, so sending copies
+        nothing more (a copy in the judge's own memory would be copied into a shared file
+        as it is pickled, both alive at once; and through a device window, CPU tensors sent
+        as they are would share the judge's pristine ones)."""
+        if device_bytes(data) == 0:
+            return clone_data(data, shared=True)
+        return worker.private_copy(data)
 
     def generate_or_not_run(self, case: Case, call_index: int = 0) -> Any:
         """The case's input; the leaderboard's own generate_input failing is not the
@@ -435,6 +499,7 @@ class SubmissionJudge:
         the worker's device windows where they are large (an idle judge, the reference's while
         a submission runs, must not hold a copy of the last case's inputs)."""
         if not self.use_cuda:
+            heap.trim()  # on the host: what malloc kept of the freed tensors (worker/heap.py)
             return
         import torch
 
@@ -501,19 +566,20 @@ class SubmissionJudge:
             scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
-            sent = worker.private_copy(pristine)
+            sent = self.private_copy(worker, pristine)
             self.settle()
-            reply = worker.request(
-                Op.TIME,
-                remaining_s,
-                data=sent,
-                flush_bytes=flush_bytes,
-                preroll_us=preroll_us,
-                case=case_key,
-                keep=warm,
-                frugal=frugal,
-                host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
-            )
+            with lost_with(worker, sent):
+                reply = worker.request(
+                    Op.TIME,
+                    remaining_s,
+                    data=sent,
+                    flush_bytes=flush_bytes,
+                    preroll_us=preroll_us,
+                    case=case_key,
+                    keep=warm,
+                    frugal=frugal,
+                    host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
+                )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)
             payload[WARMED] = warmed
@@ -548,7 +614,7 @@ class SubmissionJudge:
         try:
             pristine = self.generate_or_not_run(case, UNSEEN_CALL_INDEX)
             worker = self.worker()
-            sent = worker.private_copy(pristine)
+            sent = self.private_copy(worker, pristine)
             self.settle()
             reply = worker.request(Op.KERNELS, timeout_s, data=sent)
             ok, _ = self.check(case, pristine, own(reply))
@@ -574,14 +640,15 @@ class SubmissionJudge:
             return outcome
         pristine = self.generate_or_not_run(case, 1)
         worker = self.worker()
-        sent = worker.private_copy(pristine)
+        sent = self.private_copy(worker, pristine)
         self.settle()
-        reply = worker.request(
-            Op.PROFILE,
-            max(timeout_s - (time.perf_counter() - started), 1.0),
-            data=sent,
-            trace_path=None if profiler.ncu else str(report),
-        )
+        with lost_with(worker, sent):
+            reply = worker.request(
+                Op.PROFILE,
+                max(timeout_s - (time.perf_counter() - started), 1.0),
+                data=sent,
+                trace_path=None if profiler.ncu else str(report),
+            )
         ok, message = self.check(case, pristine, own(reply))
         if not ok:
             return CaseOutcome("failed", f"the profiled call's output: {message}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.task import TaskError, TaskSpec
+from .hardware import hardware_note, this_device
 from .staging import module_name, stage
 
 REQUIRED_FUNCTIONS = ("generate_input", "ref_kernel", "check_implementation")
@@ -42,11 +43,16 @@ class LeaderboardModules:
         self.folder: Path = stage(task, submission=None, prefix="kb-judge-")
         self.names = [module_name(f.name) for f in task.files if f.name.endswith(".py")]
         self._modules: dict[str, Any] = {}
+        # Which inputs ref_kernel writes on a case's own input, by case (None: it raised);
+        # judge/core.py asks once per case where the inputs are too large to copy twice.
+        self.reference_writes: dict[str, set[str] | None] = {}
         with self.active():
             try:
                 self.reference = importlib.import_module("reference")
-            except ImportError as exc:
-                raise TaskError(task.path, f"cannot import reference.py: {exc}") from exc
+            except ImportError as exc:  # AMD's aiter, say: named as what the hardware needs
+                note = hardware_note([str(exc)], (), this_device())
+                why = f" ({note})" if note else ""
+                raise TaskError(task.path, f"cannot import reference.py: {exc}{why}") from exc
         missing = [n for n in REQUIRED_FUNCTIONS if not callable(getattr(self.reference, n, None))]
         if missing:
             raise TaskError(task.path, f"reference.py lacks {', '.join(missing)}")

@@ -545,7 +545,8 @@ class WorkerProcess:
         watch: asked while waiting whether the worker still gets on (an import's).
         host_waits: measure how long the request waited for CPUs of a busy host (a timed
         call's, for the judge's clock check)."""
-        frugal = frugal and self._transport_for(payload) == transport.WINDOW
+        # On the host (no CUDA: no transport), CPU tensors cross as shared-memory files.
+        frugal = frugal and self._transport_for(payload) in (transport.WINDOW, None)
         if frugal:
             payload[protocol.FRUGAL_KEY] = True
         host_transport = self.outgoing(payload)

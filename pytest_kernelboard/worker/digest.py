@@ -3,11 +3,14 @@
 Two sums per tensor over its bytes read as integers, one of them weighted by position (mod
 2**64, wrapping), in chunks so that the temporaries stay small. It is not a cryptographic hash:
 it catches a worker's leftover work writing into an output while the judge reads it, which does
-not know the digest is taken, let alone when.
+not know the digest is taken, let alone when. A CPU tensor's bytes are hashed instead (SHA-1,
+as two 64-bit integers): the sums' integer temporaries took 2 - 4 s for 512 MiB on two cores,
+the hash 0.4 s, with no temporary at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..stats.floors import storage_span
@@ -25,6 +28,9 @@ def _tensor(tensor: Any) -> tuple[int, int]:
     import torch
 
     raw = _bytes_spanned(tensor)
+    if raw.device.type == "cpu":
+        hashed = hashlib.sha1(raw.numpy()).digest()
+        return int.from_bytes(hashed[:8], "little"), int.from_bytes(hashed[8:16], "little")
     plain = torch.zeros((), dtype=torch.int64, device=raw.device)
     weighted = torch.zeros((), dtype=torch.int64, device=raw.device)
     ramp = None
