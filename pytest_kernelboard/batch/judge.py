@@ -50,6 +50,8 @@ from ..spec.task import TaskError, TaskSpec
 from ..stats.speed_of_light import speed_of_light
 from ..worker.pausing import paused
 from .candidates import Candidate
+from .phases import PhaseClock, PhasedPool, working_for
+from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 from .reference_share import REFERENCE_WORKERS, ReferenceShare
 
@@ -168,8 +170,11 @@ class BatchJudge:
             root,
             progress=progress,
             reference_workers=REFERENCE_WORKERS,
-            measure_reference=self._shared_reference if reference_share else None,
+            measure_reference=self._reference_timing,
+            pool=PhasedPool(),
         )
+        # Each candidate's seconds per phase (phases.py), from its arrival to its record.
+        self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # Where this judge's time went: its share of the reference, the candidates it judged
         # (of which waiting for the other judges' shares), and how many reference workers.
@@ -226,9 +231,11 @@ class BatchJudge:
                 ended = True
                 self.session.pool.expect(0)  # a spare started for no candidate stops
                 return False
+            clock = PhaseClock()
             evaluation = self.evaluation(self._count, candidate)
             self._count += 1
-            thread = threading.Thread(target=evaluation.prepare, daemon=True)
+            self._clocks[evaluation] = clock
+            thread = threading.Thread(target=_prepare, args=(evaluation, clock), daemon=True)
             thread.start()
             pending.append((candidate, evaluation, thread))
             return True
@@ -251,10 +258,12 @@ class BatchJudge:
             while len(pending) <= PREFETCH and take(block=False):
                 pass
             candidate, evaluation, thread = pending.popleft()
-            thread.join()
+            with self._clocks[evaluation].phase("prepare_wait"):
+                thread.join()
             try:
                 yield self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
             finally:
+                self._clocks.pop(evaluation, None)
                 evaluation.close()
                 shutil.rmtree(evaluation.ref.path.parent, ignore_errors=True)
         for _, evaluation, thread in pending:
@@ -268,27 +277,43 @@ class BatchJudge:
         others: list[SubmissionEvaluation],
     ) -> dict[str, Any]:
         started = time.perf_counter()
+        clock = self._clocks[evaluation]
         outcomes = []
         for case in evaluation.cases():
             if self.mode == "test" and case.kind != TEST:
                 continue
             if case.kind == TEST:
-                outcomes.append((case, evaluation.run(case)))
-            else:  # no other candidate's code runs while this one is timed
-                # (spare workers, which hold no candidate's code yet, keep starting: pausing
-                # them put a worker's start-up on every candidate's critical path)
-                idle = [w.process.pid for e in others for w in e.workers()]
-                with paused(idle):
+                with clock.phase("correctness"):
                     outcomes.append((case, evaluation.run(case)))
-        extra_flags, profile = self._census(evaluation, outcomes)
-        self.account["candidates"] += 1
-        self.account["candidates_s"] += time.perf_counter() - started
+                continue
+            # No other candidate's code runs while this one is timed (spare workers, which
+            # hold no candidate's code yet, keep starting: pausing them put a worker's
+            # start-up on every candidate's critical path).
+            stopped = [e for e in others if e.workers()]
+            idle = [w.process.pid for e in stopped for w in e.workers()]
+            stopping = time.perf_counter()
+            with paused(idle), working_for(clock):
+                case_started = time.perf_counter()
+                clock.add("pausing", case_started - stopping)
+                waited = clock.seconds.get("reference", 0.0)
+                outcome = evaluation.run(case)
+                waited = clock.seconds.get("reference", 0.0) - waited
+                outcomes.append((case, outcome))
+                clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited)
+            for other in stopped:  # their workers were stopped meanwhile
+                self._clocks[other].add("paused", time.perf_counter() - stopping)
+        with clock.phase("census"):
+            extra_flags, profile = self._census(evaluation, outcomes)
+        record_started = time.perf_counter()
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
         records = [case_record(c, o).to_json() for c, o in outcomes]
         summary = evaluation_summary(records, self.task, self.mode).to_json()
         # Paths inside this batch's scratch folder read as the candidate's own file name.
         for _, outcome in outcomes:
             outcome.message = outcome.message.replace(f"{evaluation.ref.path.parent}/", "")
+        clock.add("record", time.perf_counter() - record_started)
+        self.account["candidates"] += 1
+        self.account["candidates_s"] += time.perf_counter() - started
         return candidate_record(
             candidate.id,
             self.task.name,
@@ -299,6 +324,7 @@ class BatchJudge:
             self.excessive_speedup,
             extra_flags,
             profile,
+            clock.to_json(),
         ).to_json()
 
     def _shared_cases(self) -> list[Case]:
@@ -342,6 +368,20 @@ class BatchJudge:
         self.account["reference_s"] = time.perf_counter() - started
         if cases and share.workers:
             share.report("reference", cases=len(cases), workers=share.workers, **self.account)
+
+    def _reference_timing(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
+        """The reference's timing of a case, timed here or shared by every GPU's judge; the
+        wait is the phase `reference` of the candidate being judged."""
+        clock = current_clock()
+        started = time.perf_counter()
+        try:
+            with working_for(None):  # the reference's workers are not the candidate's
+                if self.reference_share is not None:
+                    return self._shared_reference(task, case)
+                return self.session._measure_reference(task, case)  # the one-GPU default
+        finally:
+            if clock is not None:
+                clock.add("reference", time.perf_counter() - started)
 
     def _shared_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
         """The session's reference timing of a case: the one the parent combined from every
@@ -391,6 +431,15 @@ class BatchJudge:
         self.session.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         remove_staged()
+
+
+def _prepare(evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
+    """The candidate's worker started and its submission imported, ahead of its turn; the
+    time, less the worker's start, is its phase `import`."""
+    started = time.perf_counter()
+    with working_for(clock):
+        evaluation.prepare()
+    clock.add("import", time.perf_counter() - started - clock.seconds.get("worker_start", 0.0))
 
 
 def reference_key(case: Case) -> str:

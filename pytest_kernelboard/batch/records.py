@@ -134,6 +134,8 @@ class CandidateRecord(Record):
     # KernelBench's definition: correct and the point speedup above p (noise counted as wins).
     fast_p_raw: dict[str, bool] | None | Absent = ABSENT
     profile: dict[str, Any] | Absent = ABSENT
+    # Where the candidate's wall time went, seconds per phase (batch/phases.py names them).
+    phases: dict[str, float] | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
     key_order: tuple[str, ...] = _order()
 
@@ -254,6 +256,7 @@ def candidate_record(
     excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
     extra_flags: Sequence[Flag] = (),
     profile: dict[str, Any] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> CandidateRecord:
     """The record of one candidate from its cases' outcomes and its evaluation's summary."""
     failures = [(c, o) for c, o in outcomes if o.status not in ("passed", "skipped", "not_run")]
@@ -297,6 +300,7 @@ def candidate_record(
         speedup_ci95=tuple(bounds) if bounds else None,
         fast_p_raw=_flags(raw, timed),
         profile=ABSENT if profile is None else profile,
+        phases=ABSENT if phases is None else phases,
     )
 
 

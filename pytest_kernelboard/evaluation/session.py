@@ -52,10 +52,12 @@ class JudgingSession:
         progress: Progress | None = None,
         reference_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
+        pool: WorkerPool | None = None,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
         the median time kept (_measure_reference). measure_reference: where a case's reference
-        timing comes from instead (a batch's judges on several GPUs share one)."""
+        timing comes from instead (a batch's judges on several GPUs share one). pool: where
+        workers come from (a batch's keeps an account of their start)."""
         self.mode = mode
         self.root = root
         self.precision = precision
@@ -64,7 +66,7 @@ class JudgingSession:
         self.report_dir = report_dir
         self.progress = progress
         self.reference_workers = max(1, reference_workers)
-        self.pool = WorkerPool()
+        self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}
         self._lock = threading.Lock()

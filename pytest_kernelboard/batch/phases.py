@@ -1,0 +1,172 @@
+"""Where a candidate's wall time goes in a batch: seconds per phase, kept in its record.
+
+The phases, in the order a candidate meets them:
+
+    worker_start     taking a sandboxed worker from the pool until it answers (a spare started
+                     ahead costs nothing here; one still starting costs the rest of its start)
+    import           the submission's import in that worker, its builds included
+    prepare_wait     the judge waiting for the candidate's worker start and import to finish:
+                     the part of both that the judging of earlier candidates did not hide
+    correctness      its correctness cases (input generation, the worker's call, the check)
+    pausing          stopping the other candidates' workers before its timed case
+    benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
+                     is built here, in the worker and, once per batch, in the judge), the
+                     calibration and everything of the case that is not its timing loop
+    reference        waiting for the reference's timing (the batch's first timed candidate)
+    timing           the timing loop: its calls, of which timing_generate (fresh inputs),
+                     timing_worker (the requests' round trips) and timing_verify (each output
+                     checked)
+    census           the kernel census (which kernels one call launches)
+    record           building the record
+    paused           its worker stopped while other candidates were timed (beside the above)
+
+`worker_start`, `import` and `paused` run beside the judging of other candidates; the others,
+but `timing_*` (parts of `timing`), lie on the batch's critical path, one candidate after
+another. `wall` is the candidate's time from arrival to its record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from ..worker.client import WorkerFailure, WorkerPool, WorkerProcess
+
+STARTUP_TIMEOUT_S = 120.0  # as the judge's own first ping (judge/core.py)
+# The phases that run one candidate after another on a GPU's judge (the others overlap them).
+SERIAL = (
+    "prepare_wait",
+    "correctness",
+    "pausing",
+    "benchmark_check",
+    "reference",
+    "timing",
+    "census",
+    "record",
+)
+OVERLAPPED = ("worker_start", "import", "paused")
+TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
+ORDER = ("worker_start", "import", *SERIAL, *TIMING_PARTS, "paused", "wall")
+
+_current = threading.local()  # the clock of the candidate this thread works for
+
+
+class PhaseClock:
+    """One candidate's seconds per phase."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()  # `paused` is added from the judging thread
+
+    def add(self, phase: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[phase] += max(seconds, 0.0)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - started)
+
+    def timed_case(
+        self, timing: Mapping[str, Any] | None, total_s: float, reference_s: float
+    ) -> None:
+        """A benchmark case's `total_s`: its timing loop (the timing record's elapsed_s, with
+        its wall_s parts), `reference_s` spent waiting for the reference, the rest its check."""
+        loop = float((timing or {}).get("elapsed_s") or 0.0)
+        self.add("timing", loop)
+        for part, seconds in ((timing or {}).get("wall_s") or {}).items():
+            if f"timing_{part}" in TIMING_PARTS:
+                self.add(f"timing_{part}", float(seconds))
+        self.add("benchmark_check", total_s - loop - reference_s)
+
+    def to_json(self) -> dict[str, float]:
+        """The phases that took time, in ORDER, and the candidate's wall time."""
+        with self._lock:
+            seconds = dict(self.seconds)
+        seconds["wall"] = time.perf_counter() - self.started
+        return {p: round(seconds[p], 4) for p in ORDER if seconds.get(p)}
+
+
+@contextmanager
+def working_for(clock: PhaseClock | None) -> Iterator[None]:
+    """This thread's work is the candidate's of `clock` for the duration."""
+    saved = getattr(_current, "clock", None)
+    _current.clock = clock
+    try:
+        yield
+    finally:
+        _current.clock = saved
+
+
+def current() -> PhaseClock | None:
+    return getattr(_current, "clock", None)
+
+
+class PhasedPool(WorkerPool):
+    """The batch's worker pool: a worker taken for a candidate is pinged at once, so the
+    candidate's clock tells its worker's start (the take and the first answer) from its
+    import."""
+
+    def take(self) -> WorkerProcess:
+        clock = current()
+        started = time.perf_counter()
+        worker = super().take()
+        if clock is None:
+            return worker
+        try:
+            worker.ping(STARTUP_TIMEOUT_S)
+        except WorkerFailure:  # the judge's own first ping reports it
+            pass
+        clock.add("worker_start", time.perf_counter() - started)
+        return worker
+
+
+def batch_account(phases: list[Mapping[str, float]]) -> dict[str, Any]:
+    """Per phase, the mean seconds per candidate over a batch's records' `phases`; and the
+    serial phases' sum, the candidate's share of the critical path."""
+    count = len(phases)
+    if not count:
+        return {"candidates": 0, "mean_s": {}, "serial_s": 0.0}
+    mean = {p: sum(float(ph.get(p, 0.0)) for ph in phases) / count for p in ORDER}
+    return {
+        "candidates": count,
+        "mean_s": {p: round(s, 4) for p, s in mean.items() if s},
+        "serial_s": round(sum(mean[p] for p in SERIAL), 4),
+    }
+
+
+def account_lines(account: Mapping[str, Any], wall_s: float | None = None) -> list[str]:
+    """The batch account as lines a person reads: mean seconds per candidate, by phase."""
+    mean = account["mean_s"]
+    if not mean:
+        return ["no phases recorded"]
+    serial = account["serial_s"]
+    lines = [f"per candidate, mean of {account['candidates']} (seconds):"]
+    for phase in ORDER:
+        if phase not in mean:
+            continue
+        where = (
+            "serial"
+            if phase in SERIAL
+            else "overlapped"
+            if phase in OVERLAPPED
+            else "part of timing"
+            if phase in TIMING_PARTS
+            else ""
+        )
+        share = (
+            f"{100 * mean[phase] / serial:5.1f}% of serial" if phase in SERIAL and serial else ""
+        )
+        lines.append(f"  {phase:<16}{mean[phase]:9.3f}  {where:<15}{share}")
+    lines.append(f"  {'serial sum':<16}{serial:9.3f}")
+    if wall_s is not None and account["candidates"]:
+        lines.append(f"  {'batch wall / n':<16}{wall_s / account['candidates']:9.3f}")
+    return lines

@@ -1,0 +1,88 @@
+"""Where a batch candidate's time goes: each record's `phases`, and the batch's account."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_kernelboard.batch import Candidate, judge_many, record_schema
+from pytest_kernelboard.batch.phases import (
+    ORDER,
+    SERIAL,
+    PhaseClock,
+    account_lines,
+    batch_account,
+    working_for,
+)
+from pytest_kernelboard.batch.phases import current as current_clock
+
+GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
+SYNTAX = "def custom_kernel(data)\n    return 1\n"
+
+
+@pytest.fixture(scope="module")
+def benchmark_batch(tmp_path_factory) -> list[dict]:
+    """Three candidates judged in benchmark mode: two correct, one that does not import."""
+    root = tmp_path_factory.mktemp("phases") / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    candidates = [
+        Candidate("first.py", GOOD),
+        Candidate("syntax.py", SYNTAX),
+        Candidate("second.py", "# another\n" + GOOD),
+    ]
+    return list(judge_many("addone", candidates, mode="benchmark", root=root, gpus=[]))
+
+
+def test_every_record_says_where_its_time_went(benchmark_batch):
+    schema = record_schema()
+    for record in benchmark_batch:
+        jsonschema.validate(record, schema)
+        phases = record["phases"]
+        assert list(phases) == [p for p in ORDER if p in phases]  # in the documented order
+        assert all(seconds >= 0 for seconds in phases.values())
+        assert phases["import"] > 0
+        # What lies on the critical path fits in the candidate's own wall time.
+        assert sum(phases.get(p, 0.0) for p in SERIAL) <= phases["wall"] + 1e-3
+    first, syntax, second = benchmark_batch
+    for timed in (first, second):
+        assert timed["status"] == "passed"
+        phases = timed["phases"]
+        assert phases["correctness"] > 0 and phases["benchmark_check"] > 0
+        assert phases["timing"] > 0 and phases["timing_worker"] > 0
+        assert phases["timing"] <= phases["wall"]
+    # The first timed candidate waited for the reference's timing; the next one reuses it.
+    assert first["phases"]["reference"] > 0
+    assert "reference" not in second["phases"]
+    # A candidate that does not import is never timed.
+    assert syntax["status"] == "error" and "timing" not in syntax["phases"]
+
+
+def test_the_batch_account_averages_the_phases_and_sums_the_serial_ones():
+    account = batch_account(
+        [{"correctness": 1.0, "timing": 2.0, "import": 4.0}, {"correctness": 3.0}]
+    )
+    assert account["candidates"] == 2
+    assert account["mean_s"] == {"import": 2.0, "correctness": 2.0, "timing": 1.0}
+    assert account["serial_s"] == 3.0  # the import runs beside others' judging
+    lines = "\n".join(account_lines(account, wall_s=8.0))
+    assert "correctness" in lines and "serial sum" in lines and "4.000" in lines  # 8 s / 2
+    assert batch_account([]) == {"candidates": 0, "mean_s": {}, "serial_s": 0.0}
+
+
+def test_a_clock_is_the_threads_only_while_it_works_for_its_candidate():
+    clock = PhaseClock()
+    assert current_clock() is None
+    with working_for(clock):
+        assert current_clock() is clock
+        with working_for(None):
+            assert current_clock() is None
+        assert current_clock() is clock
+    assert current_clock() is None
+    clock.timed_case({"elapsed_s": 2.0, "wall_s": {"generate": 0.5, "other": 1}}, 3.5, 1.0)
+    phases = clock.to_json()
+    assert phases["timing"] == 2.0 and phases["timing_generate"] == 0.5
+    assert phases["benchmark_check"] == 0.5  # 3.5 s less the loop and the reference's wait
+    assert "timing_other" not in phases
