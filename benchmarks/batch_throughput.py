@@ -2,6 +2,8 @@
 
     python benchmarks/batch_throughput.py [CANDIDATES.jsonl EXPECTED.json] [--root REPO]
         [--mode test|benchmark] [--runs 2] [--gpus 0] [--load-inline] [--out DIR]
+    python benchmarks/batch_throughput.py --kernelbench-problem PROBLEM.py --candidates 100
+        [--mode benchmark] [--runs 2] [--out DIR]
     python benchmarks/batch_throughput.py --compare-pytest 6
 
 The first form runs `kernelboard judge` (a subprocess, as a user runs it) on the batch `--runs`
@@ -12,6 +14,15 @@ intervals, from each benchmark case's `ci95_us`, overlap, or they differ by at m
 tie rule of docs/timing.md). Without files it judges the 100-candidate batch of
 batch_candidates.py (`--load-inline`: its 20 load_inline candidates, a cold build cache on the
 first run) in a fresh repository that holds the problem's leaderboard.
+`--kernelbench-problem` judges `--candidates` copies of the problem's own model (`class
+ModelNew(Model)`, each source made distinct by a comment) against that KernelBench problem file
+(KernelBench/levelN/NAME.py), imported into a fresh repository as `kernelboard import
+kernelbench` does: every candidate must pass.
+
+Each run also prints where a candidate's time went: the mean seconds per candidate of each
+phase of the records' `phases` (pytest_kernelboard/batch/phases.py), which of them lie on the
+critical path, and their sum beside the batch's wall time per candidate; `phases-N.json` in the
+output folder keeps it.
 
 `--compare-pytest N` times N correct candidates judged by one `kernelboard judge` against N
 separate `pytest` runs of the same files, each a submission in a scratch copy of the fixture
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import batch_candidates as bc  # noqa: E402
 
+from pytest_kernelboard.batch.phases import account_lines, batch_account  # noqa: E402
 from pytest_kernelboard.stats.scoring import tied  # noqa: E402
 
 ONLY_LIBRARY = bc.ONLY_LIBRARY
@@ -172,7 +185,12 @@ def report_batch(args: argparse.Namespace) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     out = Path(args.out) if args.out else scratch
     out.mkdir(parents=True, exist_ok=True)
-    if args.candidates:
+    if args.kernelbench_problem:
+        problem = Path(args.kernelbench_problem)
+        args.root = str(kernelbench_repo(problem, scratch / "repo", args.benchmark_scale))
+        args.leaderboard = leaderboard_of(Path(args.root))
+        lines, expected_path = model_copies(args.copies, out)
+    elif args.candidates:
         lines, expected_path = Path(args.candidates), Path(args.expected)
     else:
         stem = "load_inline" if args.load_inline else "batch"
@@ -206,6 +224,9 @@ def report_batch(args: argparse.Namespace) -> int:
             if "(reference)" in line:  # its time in each worker that timed it
                 print("  " + line)
         print(verdict_table(records))
+        account = batch_account([r["phases"] for r in records if r.get("phases")])
+        (out / f"phases-{index + 1}.json").write_text(json.dumps(account, indent=1) + "\n")
+        print("\n".join(account_lines(account, wall)))
         if wrong:
             print(f"\nverdicts not as expected ({len(wrong)}):")
             print(table(wrong, ["id", "what", "expected", "got", "message"]))
@@ -238,6 +259,55 @@ def report_batch(args: argparse.Namespace) -> int:
             f"{agreement['compared'] - len(agreement['untied'])}/{agreement['compared']}"
         )
     return 0
+
+
+# -- N copies of a KernelBench problem's own model ---------------------------------------------
+def kernelbench_repo(problem: Path, dest: Path, benchmark_scale: int = 1) -> Path:
+    """A repository holding the one KernelBench problem (KernelBench/levelN/NAME.py), imported
+    as a user does; benchmark_scale > 1 shrinks its benchmark cases' shapes as its correctness
+    cases' are (for a CPU, where KernelBench's sizes take seconds per call)."""
+    level = problem.resolve().parent.name
+    if not problem.is_file() or not level.startswith("level") or not level[5:].isdigit():
+        raise SystemExit(f"--kernelbench-problem {problem}: not a KernelBench levelN/NAME.py file")
+    source = dest.parent / "kernelbench" / level
+    source.mkdir(parents=True, exist_ok=True)
+    shutil.copy(problem, source / problem.name)
+    dest.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest_kernelboard.cli", "import", "kernelbench"]
+    command += [str(source.parent), "--level", level[5:], "--problems", problem.stem]
+    command += ["--dest", "leaderboards/kernelbench"]
+    result = subprocess.run(command, cwd=dest, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"kernelboard import kernelbench failed:\n{result.stderr}")
+    if benchmark_scale != 1:
+        for task in dest.glob("leaderboards/kernelbench/*/task.yml"):
+            head, benchmarks = task.read_text().split("\nbenchmarks:\n", 1)
+            benchmarks = re.sub(r"(?m)^(\s+)scale: 1$", rf"\1scale: {benchmark_scale}", benchmarks)
+            task.write_text(f"{head}\nbenchmarks:\n{benchmarks}")
+    return dest
+
+
+def leaderboard_of(root: Path) -> str:
+    """The name of the one leaderboard a fresh KernelBench repository holds."""
+    for task in sorted(root.glob("leaderboards/kernelbench/*/task.yml")):
+        for line in task.read_text().splitlines():
+            if line.startswith("name:"):
+                return line.split(":", 1)[1].strip()
+    raise SystemExit(f"{root}: the import wrote no leaderboard")
+
+
+def model_copies(count: int, out: Path) -> tuple[Path, Path]:
+    """`count` candidates that are the problem's own Model, each source distinct, all passing."""
+    specs = [
+        bc.Spec(
+            f"model-{index:04d}",
+            f"# candidate {index}: the problem's own model\nfrom problem import Model\n\n\n"
+            "class ModelNew(Model):\n    pass\n",
+            {"status": "passed", "flags": [ONLY_LIBRARY]},
+        )
+        for index in range(count)
+    ]
+    return bc.write_batch(specs, out, "model_copies")
 
 
 def has_gpu() -> bool:
@@ -331,6 +401,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
     parser.add_argument("--gpus", metavar="0,1,...", help="passed to kernelboard judge")
     parser.add_argument("--load-inline", action="store_true", help="the 20 load_inline candidates")
+    parser.add_argument(
+        "--kernelbench-problem",
+        metavar="PROBLEM.py",
+        help="judge copies of this KernelBench problem's own model (KernelBench/levelN/NAME.py)",
+    )
+    parser.add_argument(
+        "--candidates",
+        dest="copies",
+        type=int,
+        default=100,
+        metavar="N",
+        help="with --kernelbench-problem: how many copies (default 100)",
+    )
+    parser.add_argument(
+        "--benchmark-scale",
+        type=int,
+        default=1,
+        metavar="S",
+        help="with --kernelbench-problem: divide the benchmark shapes by S (default 1: "
+        "KernelBench's own sizes; a CPU needs about 8)",
+    )
     parser.add_argument("--salt", default=None, help="load_inline sources' salt (default: random)")
     parser.add_argument("--out", help="where records and logs go (default: a temporary folder)")
     parser.add_argument(
@@ -341,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.compare_pytest:
         return compare_pytest(args)
+    if args.kernelbench_problem and (args.candidates or args.load_inline):
+        parser.error("--kernelbench-problem makes its own candidates: give no files")
     if bool(args.candidates) != bool(args.expected):
         parser.error("give both CANDIDATES.jsonl and EXPECTED.json, or neither")
     if args.load_inline and args.salt is None:
