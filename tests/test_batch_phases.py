@@ -86,3 +86,39 @@ def test_a_clock_is_the_threads_only_while_it_works_for_its_candidate():
     assert phases["timing"] == 2.0 and phases["timing_generate"] == 0.5
     assert phases["benchmark_check"] == 0.5  # 3.5 s less the loop and the reference's wait
     assert "timing_other" not in phases
+
+
+def test_pausing_the_other_workers_reads_proc_once_and_stops_them_all(monkeypatch):
+    """Before each timed case the batch stops every other candidate's worker: one reading of
+    /proc (a list of every process on the host) serves them all."""
+    import subprocess
+    import sys
+
+    from pytest_kernelboard.worker import pausing
+    from pytest_kernelboard.worker.proctree import process_state, read_snapshot
+
+    readings = []
+
+    def counted():
+        readings.append(1)
+        return read_snapshot()
+
+    monkeypatch.setattr(pausing, "read_snapshot", counted)
+    # Processes that read as workers: their command lines name the worker's module.
+    sleeper = [
+        sys.executable,
+        "-c",
+        "import time; time.sleep(60)",
+        "pytest_kernelboard.worker.main",
+    ]
+    workers = [subprocess.Popen(sleeper) for _ in range(3)]
+    try:
+        with pausing.paused([w.pid for w in workers]) as stopped:
+            assert sorted(stopped) == sorted(w.pid for w in workers)
+            assert all(process_state(w.pid) in ("T", "t") for w in workers)
+        assert readings == [1]
+        assert all(process_state(w.pid) not in ("T", "t") for w in workers)  # going on again
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()

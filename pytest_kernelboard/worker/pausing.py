@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .proctree import process_state, read_snapshot
+from .proctree import Snapshot, process_state, read_snapshot
 
 # A worker started on its own runs worker.main; one forked from the zygote keeps the zygote's
 # command line.
@@ -26,9 +26,10 @@ STOP_WAIT_S = 2.0
 _STOPPED_OR_GONE = frozenset({"T", "t", "Z", "X", None})
 
 
-def python_processes(root_pid: int) -> list[int]:
-    """The worker's own Python process under `root_pid` (bwrap's children, or itself)."""
-    snapshot = read_snapshot()
+def python_processes(root_pid: int, snapshot: Snapshot | None = None) -> list[int]:
+    """The worker's own Python process under `root_pid` (bwrap's children, or itself), found
+    in `snapshot` (default: one read now)."""
+    snapshot = snapshot if snapshot is not None else read_snapshot()
     found = []
     for pid in sorted(snapshot.tree(root_pid)) if snapshot is not None else ():
         try:
@@ -74,7 +75,11 @@ def go_on(pids: Iterable[int]) -> None:
 @contextmanager
 def paused(root_pids: Iterable[int]) -> Iterator[list[int]]:
     """Stop the worker Python processes under each root pid for the duration; yield them."""
-    stopped = stop(pid for root in root_pids for pid in python_processes(root))
+    roots = list(root_pids)
+    # One reading of /proc for them all: a reading lists every process of the host, and it is
+    # taken on the critical path, before each timed case.
+    snapshot = read_snapshot() if roots else None
+    stopped = stop(pid for root in roots for pid in python_processes(root, snapshot))
     try:
         yield stopped
     finally:
