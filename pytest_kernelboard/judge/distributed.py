@@ -3,9 +3,11 @@
 For a case with `world_size: W` the judge starts W workers (through the same pool, hence the
 same launcher, as single-GPU workers), pins worker r to GPU r, and has them join one process
 group on loopback at a port the judge picks afresh for every group (nccl on GPUs, gloo on
-CPU). Inputs come from `generate_input(rank=r, **spec)` for every rank, in the judge. Every
-request goes to all ranks at once; a rank that raises, dies or hangs fails the case, and all
-ranks are killed, so the next case starts a fresh group.
+CPU). GPU r is cuda:r as the judge numbers its GPUs: under `pytest -n` an xdist worker numbers
+its own GPU first, and cuda:0..W-1 are the GPUs its item leased (plugin/xdist_gpus.py). Inputs
+come from `generate_input(rank=r, **spec)` for every rank, in the judge. Every request goes to
+all ranks at once; a rank that raises, dies or hangs fails the case, and all ranks are killed,
+so the next case starts a fresh group.
 
 Verification: GPU MODE's distributed references call their own `ref_kernel` (which runs
 collectives) inside `check_implementation`. The judge therefore runs the reference on the same
@@ -371,11 +373,15 @@ class DistributedJudge(SubmissionJudge):
         super().close(grace_s)
 
     def settle(self) -> None:
-        """The judge's own GPU work on every rank's GPU is finished before the ranks run."""
+        """The judge's own GPU work on every rank's GPU is finished before the ranks run. Only
+        the ranks' GPUs (cuda:0..W-1): under `pytest -n` the others this process sees are other
+        workers' (plugin/xdist_gpus.py), and a synchronize would open a context on them."""
         if self.use_cuda:
             import torch
 
-            for index in range(torch.cuda.device_count()):
+            group = self._group
+            count = group.world_size if group is not None else torch.cuda.device_count()
+            for index in range(count):
                 torch.cuda.synchronize(index)
 
     # -- inputs and verdicts ------------------------------------------------------------------------
@@ -513,8 +519,25 @@ def nccl_transports(log: Path | None) -> set[str]:
 
 
 def gpu_states(world_size: int) -> list[dict[str, Any] | None]:
-    """NVML clocks of the GPUs the ranks run on (rank r on GPU r)."""
-    return [devices.gpu_state(index) for index in range(world_size)]
+    """NVML clocks of the GPUs the ranks run on (rank r on cuda:r)."""
+    return [devices.gpu_state(nvml_index(rank)) for rank in range(world_size)]
+
+
+def nvml_index(cuda_index: int) -> int:
+    """NVML's number for this process's cuda:<i>. NVML numbers the host's GPUs and ignores
+    CUDA_VISIBLE_DEVICES, which under `pytest -n` starts with the worker's own GPU; the UUID
+    names the same GPU in both. Falls back to the CUDA index where either cannot say."""
+    try:
+        import pynvml
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+        if not uuid.startswith(("GPU-", "MIG-")):
+            uuid = f"GPU-{uuid}"
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
+    except Exception:
+        return cuda_index
 
 
 def rank_summary(per_call: list[list[float]], world_size: int, backend: str) -> dict[str, Any]:

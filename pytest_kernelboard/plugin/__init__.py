@@ -50,7 +50,8 @@ from ..worker import sandbox as worker_sandbox
 from . import bench_bridge
 from .items import CaseItem
 from .selfcheck import LeaderboardSelfCheck
-from .xdist_gpus import pin_xdist_worker, worker_results_path, xdist_worker
+from .xdist_gpus import configure as configure_xdist_gpus
+from .xdist_gpus import worker_results_path, xdist_worker
 
 STATE = pytest.StashKey["KernelboardState"]()
 
@@ -156,8 +157,9 @@ class TerminalProgress(Progress):
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads --dist
 def pytest_configure(config: pytest.Config) -> None:
     bench_bridge.settle_idle_xdist(config)
-    # Before anything touches CUDA: under pytest-xdist each worker takes its own GPU.
-    shared = pin_xdist_worker(xdist_worker(config))
+    # Before anything touches CUDA: under pytest-xdist each worker takes its own GPU, and its
+    # items lease the GPUs they run on.
+    shared = configure_xdist_gpus(config)
     if shared:
         config.issue_config_time_warning(pytest.PytestConfigWarning(shared), stacklevel=2)
     config.addinivalue_line("markers", "correctness: a kernelboard correctness case")
