@@ -30,6 +30,7 @@ def gpu_count() -> int:
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA devices"),
+    pytest.mark.gpus(2),  # under -n: the lease of two whole GPUs (judge/gpu_lease.py)
 ]
 ROOT = Path(__file__).resolve().parent.parent
 ALLREDUCE = ROOT / "leaderboards" / "allreduce_scale"

@@ -111,9 +111,28 @@ def _nvml_handle(index: int = 0):
         return None
 
 
-def gpu_state(index: int = 0) -> dict[str, Any] | None:
-    """Clocks, temperature, power and throttle reasons now (None without NVML)."""
-    nvml, handle = _nvml(), _nvml_handle(index)
+@functools.cache
+def nvml_index(cuda_index: int) -> int:
+    """NVML's number for this process's cuda:<i>. NVML numbers the host's GPUs and ignores
+    CUDA_VISIBLE_DEVICES, which under `pytest -n` or `kernelboard judge --gpus` starts with the
+    judge's own GPU; the UUID names the same GPU in both. Falls back to the CUDA index where
+    either cannot say."""
+    try:
+        import torch
+
+        nvml = _nvml()
+        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+        if not uuid.startswith(("GPU-", "MIG-")):
+            uuid = f"GPU-{uuid}"
+        return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(uuid)))
+    except Exception:
+        return cuda_index
+
+
+def gpu_state(cuda_index: int = 0) -> dict[str, Any] | None:
+    """Clocks, temperature, power and throttle reasons now of this process's cuda:<i> (None
+    without NVML)."""
+    nvml, handle = _nvml(), _nvml_handle(nvml_index(cuda_index))
     if handle is None:
         return None
     state: dict[str, Any] = {}
@@ -150,9 +169,10 @@ def _throttle_names(mask: int) -> list[str]:
     return sorted(set(names))
 
 
-def peak_bandwidth_bytes_per_s(index: int = 0) -> float | None:
-    """Theoretical DRAM bandwidth from NVML's bus width and max memory clock (double data rate)."""
-    nvml, handle = _nvml(), _nvml_handle(index)
+def peak_bandwidth_bytes_per_s(cuda_index: int = 0) -> float | None:
+    """Theoretical DRAM bandwidth of this process's cuda:<i>, from NVML's bus width and max
+    memory clock (double data rate)."""
+    nvml, handle = _nvml(), _nvml_handle(nvml_index(cuda_index))
     if handle is None:
         return None
     try:

@@ -520,24 +520,7 @@ def nccl_transports(log: Path | None) -> set[str]:
 
 def gpu_states(world_size: int) -> list[dict[str, Any] | None]:
     """NVML clocks of the GPUs the ranks run on (rank r on cuda:r)."""
-    return [devices.gpu_state(nvml_index(rank)) for rank in range(world_size)]
-
-
-def nvml_index(cuda_index: int) -> int:
-    """NVML's number for this process's cuda:<i>. NVML numbers the host's GPUs and ignores
-    CUDA_VISIBLE_DEVICES, which under `pytest -n` starts with the worker's own GPU; the UUID
-    names the same GPU in both. Falls back to the CUDA index where either cannot say."""
-    try:
-        import pynvml
-        import torch
-
-        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
-        if not uuid.startswith(("GPU-", "MIG-")):
-            uuid = f"GPU-{uuid}"
-        pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
-    except Exception:
-        return cuda_index
+    return [devices.gpu_state(rank) for rank in range(world_size)]
 
 
 def rank_summary(per_call: list[list[float]], world_size: int, backend: str) -> dict[str, Any]:
