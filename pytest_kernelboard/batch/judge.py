@@ -175,6 +175,7 @@ class BatchJudge:
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.
         self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}
+        self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # Where this judge's time went: its share of the reference, the candidates it judged
         # (of which waiting for the other judges' shares), and how many reference workers.
@@ -264,11 +265,30 @@ class BatchJudge:
                 yield self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
             finally:
                 self._clocks.pop(evaluation, None)
-                evaluation.close()
-                shutil.rmtree(evaluation.ref.path.parent, ignore_errors=True)
+                self._close_later(evaluation)
         for _, evaluation, thread in pending:
             thread.join()
             evaluation.close()
+        self._closed()
+
+    def _close_later(self, evaluation: SubmissionEvaluation) -> None:
+        """A judged candidate's worker killed and its folders removed beside the next
+        candidate's judging: the kill waits for the process to be gone, its CUDA context torn
+        down (tenths of a second on a GPU), which need not hold up the next one's correctness
+        cases. The next timed case waits for it (_closed)."""
+
+        def close() -> None:
+            evaluation.close()
+            shutil.rmtree(evaluation.ref.path.parent, ignore_errors=True)
+
+        thread = threading.Thread(target=close, daemon=True)
+        thread.start()
+        self._closing.append(thread)
+
+    def _closed(self) -> None:
+        """Every judged candidate's worker is gone: none is alive while another is timed."""
+        while self._closing:
+            self._closing.pop().join()
 
     def _judge_one(
         self,
@@ -289,6 +309,8 @@ class BatchJudge:
             # No other candidate's code runs while this one is timed (spare workers, which
             # hold no candidate's code yet, keep starting: pausing them put a worker's
             # start-up on every candidate's critical path).
+            with clock.phase("closing"):
+                self._closed()
             stopped = [e for e in others if e.workers()]
             idle = [w.process.pid for e in stopped for w in e.workers()]
             stopping = time.perf_counter()
@@ -428,6 +450,7 @@ class BatchJudge:
         }
 
     def close(self) -> None:
+        self._closed()
         self.session.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         remove_staged()

@@ -8,6 +8,8 @@ The phases, in the order a candidate meets them:
     prepare_wait     the judge waiting for the candidate's worker start and import to finish:
                      the part of both that the judging of earlier candidates did not hide
     correctness      its correctness cases (input generation, the worker's call, the check)
+    closing          before its timed case, waiting until the workers of the candidates judged
+                     before it are gone (killed beside its correctness cases)
     pausing          stopping the other candidates' workers before its timed case
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
                      is built here, in the worker and, once per batch, in the judge), the
@@ -41,6 +43,7 @@ STARTUP_TIMEOUT_S = 120.0  # as the judge's own first ping (judge/core.py)
 SERIAL = (
     "prepare_wait",
     "correctness",
+    "closing",
     "pausing",
     "benchmark_check",
     "reference",
