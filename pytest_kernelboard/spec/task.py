@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,79 @@ class FileEntry:
         return self.source == SUBMISSION_MARKER
 
 
+# A runner's folder named through its environment: "$NAME" or "${NAME}", then "/sub/path".
+_VARIABLE_PATH = re.compile(r"^\$(?:\{(?P<braced>\w+)\}|(?P<bare>\w+))(?P<rest>/.*)?$")
+STAGED_INCLUDE = "kb_include"  # where runner folders lie in the staged folder: kb_include/<index>
+
+
+@dataclass(frozen=True)
+class IncludeDir:
+    """One entry of a `lang: cu` task's `config.include_dirs`: a folder of headers.
+
+    Either a folder of the leaderboard (a relative path, checked when the task loads) or one
+    on the runner (an absolute path, or `$NAME/...` with NAME from the judge's environment),
+    looked up when a submission is staged: a runner without it fails that build, not the task.
+    """
+
+    index: int  # its place in the list
+    entry: str  # as task.yml writes it
+    variable: str | None = None  # the environment variable that names the runner's folder
+    rest: str = ""  # below that variable's folder
+
+    @property
+    def key(self) -> str:
+        return f"config.include_dirs[{self.index}]"
+
+    @property
+    def on_runner(self) -> bool:
+        return self.variable is not None or os.path.isabs(self.entry)
+
+    def staged_as(self) -> str:
+        """Its place in the staged folder, relative: a folder inside the leaderboard keeps its
+        path there; the others (the runner's, a group's beside it) go to kb_include/<index>."""
+        relative = os.path.normpath(self.entry)
+        if self.on_runner or relative.split(os.sep)[0] == os.pardir:
+            return f"{STAGED_INCLUDE}/{self.index}"
+        return relative
+
+    def locate(self, task_path: Path, environ: Mapping[str, str] | None = None) -> Path:
+        """The folder itself; a TaskError naming task.yml and the key when there is none."""
+        if self.variable is not None:
+            value = (os.environ if environ is None else environ).get(self.variable)
+            if not value:
+                raise TaskError(
+                    task_path,
+                    f"{self.key} ({self.entry!r}): the environment variable {self.variable} "
+                    "is not set on this runner",
+                )
+            folder = Path(value + self.rest)
+        else:
+            folder = task_path.parent / self.entry
+        if not folder.is_dir():
+            raise TaskError(task_path, f"{self.key} ({self.entry!r}): folder {folder} not found")
+        folder = folder.resolve()
+        held = _leaderboard_in(folder, task_path.parent.resolve())
+        if held:
+            # It is copied where the submission reads it: it must not hand out a solution.
+            raise TaskError(
+                task_path,
+                f"{self.key} ({self.entry!r}): the folder holds {held}, which a submission "
+                "must not read; name a folder of headers alone",
+            )
+        return folder
+
+
+def _leaderboard_in(folder: Path, root: Path) -> str | None:
+    """What of a leaderboard (this one or another) a header folder would expose, if anything:
+    its folder, its solutions/, a task.yml."""
+    if root.is_relative_to(folder):
+        return "the leaderboard itself"
+    if folder.is_relative_to(root / "solutions"):
+        return "the leaderboard's solutions"
+    exposed = next((p for p in folder.rglob("*") if p.name in ("task.yml", "solutions")), None)
+    return str(exposed.relative_to(folder)) if exposed else None
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A validated leaderboard definition. Case values keep their YAML types."""
@@ -88,6 +164,7 @@ class TaskSpec:
     tolerance: str | None = None
     compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S
     read_only_inputs: bool = False
+    include_dirs: tuple[IncludeDir, ...] = ()  # lang: cu: config.include_dirs, checked
 
     @property
     def max_world_size(self) -> int:
@@ -252,6 +329,7 @@ def load_task(path: Path | str, name: str | None = None) -> TaskSpec:
         tolerance=raw.get("tolerance"),
         compile_timeout=_timeout(raw, "compile_timeout", path, DEFAULT_COMPILE_TIMEOUT_S),
         read_only_inputs=_flag(raw, "read_only_inputs", path),
+        include_dirs=_include_dirs(config, path) if lang == "cu" else (),
     )
 
 
@@ -260,3 +338,27 @@ def _flag(raw: dict[str, Any], key: str, path: Path) -> bool:
     if not isinstance(value, bool):
         raise TaskError(path, f"key {key!r}: expected true or false, got {value!r}")
     return value
+
+
+def _include_dirs(config: dict[str, Any], path: Path) -> tuple[IncludeDir, ...]:
+    """config.include_dirs, checked: the leaderboard's own folders must be there now; the
+    runner's are looked up when a submission is staged (IncludeDir.locate)."""
+    entries = config.get("include_dirs") or []
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise TaskError(
+            path, f"key 'config.include_dirs': expected a list of folders, got {entries!r}"
+        )
+    found = []
+    for index, entry in enumerate(entries):
+        variable = _VARIABLE_PATH.match(entry)
+        if variable:
+            name = variable.group("braced") or variable.group("bare")
+            include = IncludeDir(index, entry, name, variable.group("rest") or "")
+        else:
+            include = IncludeDir(index, entry)
+        if not include.on_runner:
+            if os.path.normpath(entry) == ".":
+                continue  # the staged folder itself, always on the include path
+            include.locate(path)  # the leaderboard's own: there now, or the task fails to load
+        found.append(include)
+    return tuple(found)
