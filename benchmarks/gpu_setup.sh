@@ -4,7 +4,9 @@
 #   source benchmarks/gpu_setup.sh [WHEELS_DIR] [DEBS_DIR]
 #
 # WHEELS_DIR (default .whl): wheels of the project's dependencies; only those whose module does
-#   not import already are installed, so the machine's own torch stack is left alone.
+#   not import already are installed, so the machine's own torch stack is left alone. Wheels of
+#   cuda-cccl there (and of cuda-core, cuda-pathfinder where the machine's are too old) install
+#   cuda.compute for its submissions.
 # DEBS_DIR (default .bwrap): Debian's bubblewrap and the libraries it links (bubblewrap,
 #   libselinux1, libcap2, libpcre2-8-0), for a machine without bwrap: unpacked under
 #   /tmp/kb-bwrap, started through the dynamic loader with those libraries, so nothing of them
@@ -30,6 +32,12 @@ done
 if [ ${#missing[@]} -gt 0 ] && [ -d "$wheels" ]; then
     echo "installing from $wheels: ${missing[*]}"
     python3 -m pip install -q --no-index --no-deps --find-links "$wheels" "${missing[@]}"
+fi
+# cuda.compute (the cuda-compute extra), only where its wheels were copied: resolved offline
+# against what is installed, so the machine's own CUDA libraries (torch's) stay as they are.
+if ls "$wheels"/cuda_cccl-*.whl >/dev/null 2>&1 && ! python3 -c "import cuda.compute" 2>/dev/null; then
+    echo "installing cuda.compute from $wheels"
+    python3 -m pip install -q --no-index --find-links "$wheels" cuda-cccl "cuda-core>=0.5"
 fi
 
 if ! command -v bwrap >/dev/null && [ -d "$debs" ]; then
