@@ -32,7 +32,7 @@ KERNEL = "\n\ndef custom_kernel(data):\n    return data\n"
 
 def import_once(worker, stage: Path, budget_s: float) -> tuple[float, str]:
     """Seconds until the import ended, and how: "imported" or the failure."""
-    from pytest_kernelboard.worker.client import WorkerFailure
+    from pytest_kernelboard.supervisor.client import WorkerFailure
 
     started = time.perf_counter()
     try:
@@ -55,9 +55,9 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=600.0)
     args = parser.parse_args()
 
-    from pytest_kernelboard.worker import sandbox
-    from pytest_kernelboard.worker.client import WorkerProcess
-    from pytest_kernelboard.worker.stall import stall_window_s
+    from pytest_kernelboard.supervisor import sandbox
+    from pytest_kernelboard.supervisor.client import WorkerProcess
+    from pytest_kernelboard.supervisor.stall import stall_window_s
 
     window = stall_window_s()
     if window is None:

@@ -28,7 +28,7 @@ def percentiles(values: list[float]) -> str:
 def measure(sandboxed: bool, starts: int, requests: int) -> dict[str, list[float]]:
     import torch
 
-    from pytest_kernelboard.worker.client import WorkerProcess
+    from pytest_kernelboard.supervisor.client import WorkerProcess
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     stage = Path(tempfile.mkdtemp(prefix="kb-cost-"))
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
 
-    from pytest_kernelboard.worker import sandbox
+    from pytest_kernelboard.supervisor import sandbox
 
     reason = sandbox.probe()
     rows = [("plain", measure(False, args.starts, args.requests))]

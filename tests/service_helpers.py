@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_kernelboard.service.server import started_url
-from pytest_kernelboard.worker import sandbox
+from pytest_kernelboard.supervisor import sandbox
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -94,8 +94,8 @@ def test_pausing_the_other_workers_reads_proc_once_and_stops_them_all(monkeypatc
     import subprocess
     import sys
 
-    from pytest_kernelboard.worker import pausing
-    from pytest_kernelboard.worker.proctree import process_state, read_snapshot
+    from pytest_kernelboard.supervisor import pausing
+    from pytest_kernelboard.supervisor.proctree import process_state, read_snapshot
 
     readings = []
 

@@ -16,8 +16,8 @@ from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import DEFAULT_COMPILE_TIMEOUT_S, TaskError, load_task
+from pytest_kernelboard.supervisor.client import WorkerPool
 from pytest_kernelboard.worker import builds
-from pytest_kernelboard.worker.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kernelboard.worker import digest
+from pytest_kernelboard.supervisor import digest
 
 torch = pytest.importorskip("torch")
 

@@ -22,8 +22,8 @@ from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case, task_cases
 from pytest_kernelboard.spec.task import TaskError, load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker.client import WorkerPool, WorkerProcess
-from pytest_kernelboard.worker.environment import NO_MULTICAST, worker_environment
+from pytest_kernelboard.supervisor.client import WorkerPool, WorkerProcess
+from pytest_kernelboard.supervisor.environment import NO_MULTICAST, worker_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 BOARD = ROOT / "leaderboards" / "allreduce_scale"
@@ -257,7 +257,7 @@ def test_a_port_taken_before_rank_zero_binds_is_retried_with_a_fresh_one(
     import socket
 
     from pytest_kernelboard.judge import distributed
-    from pytest_kernelboard.worker import sandbox
+    from pytest_kernelboard.supervisor import sandbox
 
     monkeypatch.setattr(sandbox, "enabled", lambda: False)
 

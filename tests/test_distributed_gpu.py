@@ -15,8 +15,8 @@ from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, task_cases
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker import sandbox
-from pytest_kernelboard.worker.client import WorkerPool
+from pytest_kernelboard.supervisor import sandbox
+from pytest_kernelboard.supervisor.client import WorkerPool
 
 
 def gpu_count() -> int:

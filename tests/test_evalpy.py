@@ -26,7 +26,7 @@ from pytest_kernelboard.judge.evalpy import (
 from pytest_kernelboard.plugin import workers_needed
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.worker import sandbox
+from pytest_kernelboard.supervisor import sandbox
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVALPY = FIXTURES / "evalpy"

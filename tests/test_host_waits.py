@@ -1,5 +1,5 @@
 """The judge's clock check on a busy host: run-queue waits explain unseen time, and only when
-the worker did not cause them (worker/host_waits.py, judge/outside_clock.py)."""
+the worker did not cause them (supervisor/host_waits.py, judge/outside_clock.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import types
 
 import pytest
 
+from pytest_kernelboard.channel.protocol import Op
 from pytest_kernelboard.judge.measure import HOST_WAIT
 from pytest_kernelboard.judge.outside_clock import judged_times, unaccounted
-from pytest_kernelboard.worker import host_waits
-from pytest_kernelboard.worker.client import WorkerProcess
-from pytest_kernelboard.worker.host_waits import (
+from pytest_kernelboard.supervisor import host_waits
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.host_waits import (
     CPU_SLACK_US,
     TICK_US,
     HostWaitMeter,
@@ -23,7 +24,6 @@ from pytest_kernelboard.worker.host_waits import (
     TreeSnapshot,
     ran_between,
 )
-from pytest_kernelboard.worker.protocol import Op
 
 COUNTS = host_waits.thread_times()
 needs_counts = pytest.mark.skipif(

@@ -41,8 +41,8 @@ from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.measure import TimingPlan
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker import sandbox
-from pytest_kernelboard.worker.environment import default_cache_dir, package_root
+from pytest_kernelboard.supervisor import sandbox
+from pytest_kernelboard.supervisor.environment import default_cache_dir, package_root
 
 HOSTILE = Path(__file__).parent / "hostile"
 PLAN = TimingPlan(

@@ -1,4 +1,4 @@
-"""A hang at import is told apart from a slow build (worker/stall.py).
+"""A hang at import is told apart from a slow build (supervisor/stall.py).
 
 First the watch on its own, with a fake clock and hand-made process tables; then real workers
 (sandboxed where bubblewrap runs) judged under a 2 s stall window: a sleeping import fails
@@ -20,10 +20,15 @@ import pytest
 from pytest_kernelboard.judge import builds, devices
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.spec.cases import TEST, Case
-from pytest_kernelboard.worker import stall
-from pytest_kernelboard.worker.environment import default_cache_dir
-from pytest_kernelboard.worker.proctree import _TICKS_PER_S, ProcessInfo, Snapshot, read_snapshot
-from pytest_kernelboard.worker.stall import STALL_VARIABLE, ImportWatch, stall_window_s
+from pytest_kernelboard.supervisor import stall
+from pytest_kernelboard.supervisor.environment import default_cache_dir
+from pytest_kernelboard.supervisor.proctree import (
+    _TICKS_PER_S,
+    ProcessInfo,
+    Snapshot,
+    read_snapshot,
+)
+from pytest_kernelboard.supervisor.stall import STALL_VARIABLE, ImportWatch, stall_window_s
 
 WORKER, HOLDER = 100, 200
 

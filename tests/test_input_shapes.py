@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_kernelboard.worker import pickles as transport
-from pytest_kernelboard.worker.cloning import clone_data
+from pytest_kernelboard.channel.cloning import clone_data
+from pytest_kernelboard.supervisor import pickles as transport
 
 SHAPES = Path(__file__).parent / "fixtures" / "shapes"
 
@@ -78,7 +78,7 @@ def test_reply_naming_other_code_is_refused_unimported():
 def test_tensors_modules_and_arrays_round_trip():
     import numpy as np
 
-    from pytest_kernelboard.worker.client import _share_through_files
+    from pytest_kernelboard.supervisor.client import _share_through_files
 
     _share_through_files()  # as every WorkerProcess does
     data = (torch.arange(6.0).view(2, 3).t(), torch.nn.Linear(2, 2), np.arange(3), torch.float16)

@@ -1,4 +1,4 @@
-"""worker/proctree.py: a process tree's CPU time, its compilers and the locks it waits on, from
+"""supervisor/proctree.py: a process tree's CPU time, its compilers and the locks it waits on, from
 a hand-made /proc and from this machine's own."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.worker.proctree import (
+from pytest_kernelboard.supervisor.proctree import (
     _TICKS_PER_S,
     ProcessInfo,
     Snapshot,
@@ -187,7 +187,7 @@ def test_this_machine_a_paused_process_reads_as_stopped():
 def test_this_machine_stop_returns_once_a_busy_process_is_stopped():
     """SIGSTOP lands when the kernel next schedules its target; stop() waits for it, so a
     process spinning on a CPU is stopped by the time the first timed call starts."""
-    from pytest_kernelboard.worker import pausing
+    from pytest_kernelboard.supervisor import pausing
 
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -228,7 +228,7 @@ def test_this_machine_a_blocked_flock_names_its_holder(tmp_path):
 def test_this_machine_pausing_stops_only_the_workers_python_process():
     """pausing.py finds a worker's Python process under its root (bwrap's, or itself) from
     this tree, and stops it while its siblings (a compiler it started) keep going."""
-    from pytest_kernelboard.worker import pausing
+    from pytest_kernelboard.supervisor import pausing
 
     parent = spawn("""
         import subprocess, sys, time
@@ -263,8 +263,8 @@ def test_this_machine_a_forked_workers_python_process_is_found():
     it, or a batch would time a case while other candidates' workers run."""
     from conftest import missing_system_tool
 
-    from pytest_kernelboard.worker import forked, pausing, sandbox
-    from pytest_kernelboard.worker.client import WorkerProcess
+    from pytest_kernelboard.supervisor import forked, pausing, sandbox
+    from pytest_kernelboard.supervisor.client import WorkerProcess
 
     if not sandbox.enabled() or not forked.enabled():
         missing_system_tool("the zygote needs the sandbox", "apt-get install bubblewrap")

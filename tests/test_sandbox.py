@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from conftest import SANDBOX_INSTALL, missing_system_tool
 
+from pytest_kernelboard.channel import protocol
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.outside_clock import overclaimed, round_trip_us, unaccounted
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.worker import protocol, sandbox, wire
-from pytest_kernelboard.worker.client import Launcher, WorkerPool, WorkerProcess
+from pytest_kernelboard.supervisor import sandbox, wire
+from pytest_kernelboard.supervisor.client import Launcher, WorkerPool, WorkerProcess
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 

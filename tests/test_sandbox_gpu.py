@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kernelboard.channel import transport
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.measure import TimingPlan, default_flush_bytes
@@ -15,8 +16,8 @@ from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker import sandbox, transport
-from pytest_kernelboard.worker.client import WorkerPool, WorkerProcess, session_transport
+from pytest_kernelboard.supervisor import sandbox
+from pytest_kernelboard.supervisor.client import WorkerPool, WorkerProcess, session_transport
 
 pytestmark = [
     pytest.mark.gpu,

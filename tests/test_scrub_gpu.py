@@ -3,7 +3,7 @@
 Runs only with CUDA (the lead's H100; H200 here). The bundled vectoradd's 16384² case (1 GiB
 of inputs: judged frugally) read either about 363 or about 403 µs per worker on an H200, by
 whether its timed calls met the driver's scrubbing of the gigabytes its judge and worker had
-just given back (worker/scrubbing.py). Judged three times, in three workers, each case must read
+just given back (channel/scrubbing.py). Judged three times, in three workers, each case must read
 what the same add reads in this process with nothing freed before it.
 """
 
@@ -23,7 +23,7 @@ from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.scoring import rank_us
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker.client import WorkerPool
+from pytest_kernelboard.supervisor.client import WorkerPool
 
 pytestmark = [
     pytest.mark.gpu,

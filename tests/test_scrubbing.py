@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kernelboard.channel import protocol, scrubbing
+from pytest_kernelboard.channel.protocol import Op
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.measure import TimingPlan
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker import protocol, scrubbing
-from pytest_kernelboard.worker.client import WorkerPool
-from pytest_kernelboard.worker.protocol import Op
+from pytest_kernelboard.supervisor.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 GiB = 1 << 30

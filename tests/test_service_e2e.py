@@ -13,7 +13,7 @@ from service_helpers import BROKEN, CORRECT, WRONG, ServerProcess, call
 
 from pytest_kernelboard.cli import main
 from pytest_kernelboard.service.server import require_sandbox
-from pytest_kernelboard.worker import sandbox
+from pytest_kernelboard.supervisor import sandbox
 
 TOKEN = "e2e-token-0123456789abcdef"
 

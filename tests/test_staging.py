@@ -66,7 +66,7 @@ def test_a_judge_removes_its_shared_memory_manager_folder_when_it_exits():
     judge by a moment, has removed its own folder in it, so the manager exits cleanly."""
     judge = (
         "import torch\n"
-        "from pytest_kernelboard.worker import client\n"
+        "from pytest_kernelboard.supervisor import client\n"
         "client._shm_manager_folders()\n"
         "print(client._shm_manager_home(), client._shm_manager_dir())\n"
     )

@@ -13,7 +13,7 @@ from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.worker.client import WorkerPool
+from pytest_kernelboard.supervisor.client import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"
 PLAN = TimingPlan(
@@ -103,7 +103,7 @@ def test_the_workers_waits_survive_a_submission_patching_torchs_synchronisation(
     function object it captured before the submission was imported."""
     import torch
 
-    from pytest_kernelboard.worker import fences
+    from pytest_kernelboard.channel import fences
 
     waits = []
     monkeypatch.setattr(fences, "_captured", {})

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from pytest_kernelboard.worker.environment import package_root
+from pytest_kernelboard.supervisor.environment import package_root
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None, reason="Triton is not installed"

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from pytest_kernelboard.worker import pickles, window
+from pytest_kernelboard.channel import window
+from pytest_kernelboard.supervisor import pickles
 
 
 @dataclass

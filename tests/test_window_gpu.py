@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_kernelboard.channel import transport
 from pytest_kernelboard.judge import devices
-from pytest_kernelboard.worker import sandbox, transport
-from pytest_kernelboard.worker.client import WorkerFailure, WorkerProcess
+from pytest_kernelboard.supervisor import sandbox
+from pytest_kernelboard.supervisor.client import WorkerFailure, WorkerProcess
 
 pytestmark = [
     pytest.mark.gpu,

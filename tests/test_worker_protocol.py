@@ -1,4 +1,4 @@
-"""The written protocol (worker/protocol.py): the ops the worker serves, the error kinds its
+"""The written protocol (channel/protocol.py): the ops the worker serves, the error kinds its
 replies carry, and the judge deciding by kind rather than by the wording of a message."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kernelboard.channel import protocol
+from pytest_kernelboard.channel.protocol import ErrorKind, Op, ProtocolError
 from pytest_kernelboard.judge.core import CaseOutcome, SubmissionJudge, lacks_cuda
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.plugin.selfcheck import outcome_missing_package
@@ -21,10 +23,14 @@ from pytest_kernelboard.stats.preroll import (
     preroll_for,
     proposed_preroll_us,
 )
-from pytest_kernelboard.worker import protocol, wire
-from pytest_kernelboard.worker.client import WorkerFailure, WorkerPool, WorkerProcess, failure_of
+from pytest_kernelboard.supervisor import wire
+from pytest_kernelboard.supervisor.client import (
+    WorkerFailure,
+    WorkerPool,
+    WorkerProcess,
+    failure_of,
+)
 from pytest_kernelboard.worker.main import Worker
-from pytest_kernelboard.worker.protocol import ErrorKind, Op, ProtocolError
 from pytest_kernelboard.worker.ranks import init_group, port_taken
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import missing_system_tool
 
-from pytest_kernelboard.worker import forked, sandbox
-from pytest_kernelboard.worker.client import WorkerFailure, WorkerProcess
+from pytest_kernelboard.supervisor import forked, sandbox
+from pytest_kernelboard.supervisor.client import WorkerFailure, WorkerProcess
 
 SANDBOX_INSTALL = "apt-get install bubblewrap"
 

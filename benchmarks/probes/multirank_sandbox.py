@@ -31,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from pytest_kernelboard.worker import isolation, sandbox  # noqa: E402
-from pytest_kernelboard.worker.environment import NO_MULTICAST  # noqa: E402
+from pytest_kernelboard.supervisor import sandbox  # noqa: E402
+from pytest_kernelboard.supervisor.environment import NO_MULTICAST  # noqa: E402
+from pytest_kernelboard.worker import isolation  # noqa: E402
 
 TIMEOUT_S = 90
 

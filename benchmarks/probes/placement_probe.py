@@ -10,7 +10,7 @@ Times `torch.add(a, b, out=c)` on fp16 N x N with CUDA events, the L2 flushed by
 each call, for several placements of a, b and c:
 - `torch`      three tensors from torch's allocator (as Nsight Compute's run of the kernel has)
 - `torch-one`  one torch allocation, the three back to back in it
-- `window`     one VMM allocation (worker/window.py, what a judged call's inputs live in), the
+- `window`     one VMM allocation (channel/window.py, what a judged call's inputs live in), the
                three back to back, as the judge's packer lays them out
 - `window+K`   the same with K KiB between them
 Each placement is made `--sets` times afresh; each line is one set's median and range (µs).
@@ -49,8 +49,8 @@ import time
 import pynvml
 import torch
 
-from pytest_kernelboard.worker import cuda_vmm
-from pytest_kernelboard.worker.window import Window, region
+from pytest_kernelboard.channel import cuda_vmm
+from pytest_kernelboard.channel.window import Window, region
 
 
 def timed(

@@ -22,7 +22,7 @@ the whole release at once.)
 
 `--judged K` instead judges the bundled vectoradd's 16384² case (1 GiB of inputs: judged
 frugally) K times, each in a fresh worker, with the judge waiting for the scrubbing before each
-timed call (worker/scrubbing.py) and, alternating, without: each line gives the case's ranking
+timed call (channel/scrubbing.py) and, alternating, without: each line gives the case's ranking
 statistic, its spread of calls and how long it waited.
 """
 
@@ -88,6 +88,7 @@ def call_after(
 
 
 def judged(times: int) -> None:
+    from pytest_kernelboard.channel import scrubbing
     from pytest_kernelboard.judge.core import SubmissionJudge
     from pytest_kernelboard.judge.measure import TimingPlan, default_flush_bytes
     from pytest_kernelboard.judge.reference_loader import LeaderboardModules
@@ -95,8 +96,7 @@ def judged(times: int) -> None:
     from pytest_kernelboard.spec.task import load_task
     from pytest_kernelboard.stats.scoring import rank_us
     from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-    from pytest_kernelboard.worker import scrubbing
-    from pytest_kernelboard.worker.client import WorkerPool
+    from pytest_kernelboard.supervisor.client import WorkerPool
 
     task = load_task(Path(__file__).parents[2] / "leaderboards" / "vectoradd" / "task.yml")
     index = next(i for i, spec in enumerate(task.benchmarks) if spec["size"] == 16384)

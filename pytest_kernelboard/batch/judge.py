@@ -48,7 +48,7 @@ from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..stats.speed_of_light import speed_of_light
-from ..worker.pausing import paused
+from ..supervisor.pausing import paused
 from .candidates import Candidate
 from .phases import PhaseClock, PhasedPool, working_for
 from .phases import current as current_clock

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ..worker.client import WorkerFailure, WorkerPool, WorkerProcess
+from ..supervisor.client import WorkerFailure, WorkerPool, WorkerProcess
 
 STARTUP_TIMEOUT_S = 120.0  # as the judge's own first ping (judge/core.py)
 # The phases that run one candidate after another on a GPU's judge (the others overlap them).

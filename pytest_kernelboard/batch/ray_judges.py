@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import KernelboardError
 from ..spec.discovery import find_repo_root
-from ..worker.sandbox import POLICY_VARIABLE
+from ..supervisor.sandbox import POLICY_VARIABLE
 
 CPUS_PER_JUDGE_VARIABLE = "KERNELBOARD_RAY_CPUS_PER_JUDGE"
 DEFAULT_CPUS_PER_JUDGE = 2  # the actor (the judge) and its worker process

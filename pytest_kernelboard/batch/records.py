@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..channel.protocol import ErrorKind
 from ..judge.core import CaseOutcome
 from ..results.result_model import (
     ABSENT,
@@ -41,7 +42,6 @@ from ..stats.scoring import (
     faster_than,
     rank_us,
 )
-from ..worker.protocol import ErrorKind
 
 SCHEMA_ID = "kernelboard.candidate/1"
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)  # the batch's fast_p, at KernelBench's thresholds

@@ -29,7 +29,7 @@ from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
-from ..worker.client import WorkerFailure, WorkerPool
+from ..supervisor.client import WorkerFailure, WorkerPool
 from .limits import Limits
 from .progress import Progress
 

@@ -17,7 +17,7 @@ from ..spec.cases import TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
 from ..stats import between_workers
-from ..worker.client import WorkerPool, WorkerProcess
+from ..supervisor.client import WorkerPool, WorkerProcess
 from .messages import explain
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec.task import DEFAULT_COMPILE_TIMEOUT_S
-from ..worker.client import ImportStalled, WorkerFailure
+from ..supervisor.client import ImportStalled, WorkerFailure
 
 _override_s: float | None = None
 
@@ -30,7 +30,7 @@ def compile_timeout(task: Any) -> float:
 
 def build_budget_failure(failure: Exception, budget_s: float) -> Exception:
     """A load that ran out of time says it was the build budget, not a case's limit; one that
-    stalled (no progress for the stall window, worker/stall.py) says that instead."""
+    stalled (no progress for the stall window, supervisor/stall.py) says that instead."""
     if getattr(failure, "status", None) != "timeout" or isinstance(failure, ImportStalled):
         return failure
     return WorkerFailure(

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..channel import heap, scrubbing, window
+from ..channel.cloning import clone_data, release_lost_holds
+from ..channel.protocol import ErrorKind, Op, needs_cuda
 from ..spec.cases import UNSEEN_CALL_INDEX, Case
 from ..spec.task import TaskSpec
 from ..stats.floors import device_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
-from ..worker import heap, scrubbing, window
+from ..supervisor.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
 from ..worker.builds import write_build_spec
-from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
-from ..worker.cloning import clone_data, release_lost_holds
-from ..worker.protocol import ErrorKind, Op, needs_cuda
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
@@ -126,7 +126,7 @@ def own(reply: Reply) -> Any:
 @contextmanager
 def lost_with(worker: WorkerProcess, sent: Any) -> Iterator[None]:
     """A request's inputs, where the worker dies with them (killed at its deadline, crashed):
-    the shared-memory files it held are given up (worker/cloning.py), else they would stay in
+    the shared-memory files it held are given up (channel/cloning.py), else they would stay in
     /dev/shm until the judge exits (the inputs of every call a batch's timeouts killed)."""
     try:
         yield
@@ -499,7 +499,7 @@ class SubmissionJudge:
         the worker's device windows where they are large (an idle judge, the reference's while
         a submission runs, must not hold a copy of the last case's inputs)."""
         if not self.use_cuda:
-            heap.trim()  # on the host: what malloc kept of the freed tensors (worker/heap.py)
+            heap.trim()  # on the host: what malloc kept of the freed tensors (channel/heap.py)
             return
         import torch
 
@@ -561,7 +561,7 @@ class SubmissionJudge:
             warm = warm and not frugal  # a frugal case's inputs are too large to keep a copy
             trace("time: generated", worker.window_bytes)
             # Memory given back since the last call is still being scrubbed: a timed call
-            # meanwhile would share DRAM with it (worker/scrubbing.py). Waited for before the
+            # meanwhile would share DRAM with it (channel/scrubbing.py). Waited for before the
             # warm call, which helps only right before the timed one.
             scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..worker.leaves import tensor_leaves
+from ..channel.leaves import tensor_leaves
 
 
 def diagnose(expected: Any, output: Any) -> dict[str, Any]:

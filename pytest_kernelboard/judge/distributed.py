@@ -31,13 +31,13 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from ..channel.cloning import clone_data
+from ..channel.protocol import ErrorKind, Op
 from ..spec.cases import Case
 from ..spec.task import TaskSpec
 from ..stats.floors import clock_drop_flag
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
-from ..worker.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
-from ..worker.cloning import clone_data
-from ..worker.protocol import ErrorKind, Op
+from ..supervisor.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
 from . import devices
 from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda, seed_everything
 from .measure import (

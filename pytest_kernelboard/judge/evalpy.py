@@ -28,8 +28,8 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
-from ..worker import sandbox
-from ..worker.environment import cache_dirs, default_cache_dir, worker_environment
+from ..supervisor import sandbox
+from ..supervisor.environment import cache_dirs, default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
 from .staging import stage

@@ -131,7 +131,7 @@ HOST_COPIED = "host_copied"
 # A request_time reply's key: True when an untimed call warmed the call's host path first.
 WARMED = "warmed"
 # A request_time reply's key: microseconds of the judge's view the host's busy CPUs explain
-# (worker/host_waits.py), summed over a case's timed calls as `host_wait_ms` in its record.
+# (supervisor/host_waits.py), summed over a case's timed calls as `host_wait_ms` in its record.
 HOST_WAIT = "host_wait_us"
 
 

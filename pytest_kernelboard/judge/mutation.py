@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..worker.leaves import tensor_leaves
+from ..channel.leaves import tensor_leaves
 
 
 def _same_bytes(a: Any, b: Any) -> bool:

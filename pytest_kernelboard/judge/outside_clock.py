@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..worker.protocol import Op
+from ..channel.protocol import Op
 from .measure import HOST_COPIED, HOST_WAIT, ROUND_TRIP_PARTS, VerificationFailure
 
 ROUND_TRIPS = 20
@@ -84,7 +84,7 @@ def unaccounted(
 ) -> str | None:
     """Why one call looks like work ran outside its timed interval (the judge waited far
     longer than the worker accounts for), or None. `host_wait_us` of the request is what the
-    judge's and the worker's threads waited for a busy host's CPUs (worker/host_waits.py): it
+    judge's and the worker's threads waited for a busy host's CPUs (supervisor/host_waits.py): it
     explains that much of the judge's view, which is judged without it."""
     unseen = outside_us - round_trip - wall_us - host_wait_us
     if unseen > max(UNSEEN_MIN_US, UNSEEN_SHARE * (outside_us - host_wait_us)):

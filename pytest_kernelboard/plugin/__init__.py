@@ -45,8 +45,8 @@ from ..spec.discovery import (
 )
 from ..spec.task import TaskError, TaskSpec, load_task
 from ..stats.scoring import rank_us
-from ..worker import forked
-from ..worker import sandbox as worker_sandbox
+from ..supervisor import forked
+from ..supervisor import sandbox as worker_sandbox
 from . import bench_bridge
 from .items import CaseItem
 from .selfcheck import LeaderboardSelfCheck

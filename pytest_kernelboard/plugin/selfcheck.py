@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..channel.cloning import clone_data
+from ..channel.protocol import ErrorKind
 from ..judge.core import CaseOutcome, Skip, SubmissionJudge, generate_input
 from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
@@ -22,8 +24,6 @@ from ..spec.cases import BENCHMARK, TEST, Case, task_cases
 from ..spec.discovery import SUBMISSION_SUFFIXES, find_repo_root, load_catalog
 from ..spec.scaffold_readme import readme_from_scaffold, stale_scaffold_readme
 from ..spec.task import TaskError, TaskSpec
-from ..worker.cloning import clone_data
-from ..worker.protocol import ErrorKind
 from .items import CaseItem
 
 if TYPE_CHECKING:

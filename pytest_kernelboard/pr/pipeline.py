@@ -109,7 +109,7 @@ def evaluate(
 
     sandbox_policy: the worker sandbox's KERNELBOARD_SANDBOX for the run; `require` (a runner
     judges untrusted code) refuses to start when bubblewrap cannot run, before any judging."""
-    from ..worker import sandbox
+    from ..supervisor import sandbox
 
     env = {**os.environ, sandbox.POLICY_VARIABLE: sandbox_policy}
     if sandbox_policy == "require":

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from ..errors import KernelboardError
 from ..spec.discovery import find_repo_root
-from ..worker import sandbox
+from ..supervisor import sandbox
 from .app import RUNNER, create_app
 from .auth import read_token
 from .judges import Judge, LocalJudge, RayJudge

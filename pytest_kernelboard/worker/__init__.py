@@ -1,5 +1,6 @@
-"""The worker: the only process that ever runs participant code.
+"""The worker process: the only process that ever runs participant code.
 
-`client` is the judge's side (spawn, send, wait, kill; tensors cross as shared memory or
-CUDA IPC handles); `main` runs in the child; `environment` decides what the child may see.
+Everything here runs inside the sandboxed worker (`main`, started by the judge or forked by the
+`zygote`) and imports nothing of the judge's side; the judge's handle on it lives in
+`pytest_kernelboard.supervisor`, and what both import in `pytest_kernelboard.channel`.
 """

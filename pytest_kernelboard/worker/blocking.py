@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_kernelboard.worker import fences
+from pytest_kernelboard.channel import fences
 
 # About 1 us per poll of host memory over PCIe: a few tens of milliseconds at most.
 MAX_POLLS = 20_000

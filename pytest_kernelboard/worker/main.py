@@ -17,20 +17,21 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pytest_kernelboard.channel import fences, heap, scrubbing, transport, window
+from pytest_kernelboard.channel.cloning import clone_data
+from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
-from pytest_kernelboard.worker import cpu_choice, fences, heap, scrubbing, transport, window
+from pytest_kernelboard.supervisor.sandbox import apply_limits
+from pytest_kernelboard.worker import cpu_choice
 from pytest_kernelboard.worker.builds import (
     guard_torch_extension_builds_on_import,
     load_cuda_submission,
     read_build_spec,
 )
 from pytest_kernelboard.worker.census import WARM_PROFILER_VARIABLE, KernelCensus
-from pytest_kernelboard.worker.cloning import clone_data
-from pytest_kernelboard.worker.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.reservation import Reservation
-from pytest_kernelboard.worker.sandbox import apply_limits
 
 # The harness's clocks, taken before any submission is imported: patching time.perf_counter
 # or torch.cuda.Event afterwards does not change what the harness measures. The torch functions
@@ -593,7 +594,7 @@ class Worker:
                     self.torch.cuda.empty_cache()
                 self.conn.send_bytes(data)
                 if op == Op.CALL and not self.cuda:  # a case's untimed first call: what the
-                    heap.trim()  # last case left in malloc's heap goes (worker/heap.py)
+                    heap.trim()  # last case left in malloc's heap goes (channel/heap.py)
             except Exception as exc:
                 self.conn.send(
                     error_reply(f"the output cannot be sent back: {exc}", ErrorKind.UNSENDABLE)

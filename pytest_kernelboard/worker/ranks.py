@@ -13,7 +13,7 @@ import errno
 import os
 from typing import Any
 
-from pytest_kernelboard.worker.protocol import ErrorKind, error_reply
+from pytest_kernelboard.channel.protocol import ErrorKind, error_reply
 
 # Process-group traffic stays on the host: the bootstrap and gloo's pairs use loopback only.
 LOOPBACK_INTERFACE = "lo"

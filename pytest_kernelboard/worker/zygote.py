@@ -41,7 +41,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import isolation, sandbox
+from ..supervisor import sandbox
+from . import isolation
 
 MAX_MESSAGE = 1 << 20
 MAX_RANKS = 16  # the most ranks one multi-GPU case's request may hold
@@ -333,5 +334,5 @@ def main(argv: list[str]) -> None:
     serve(socket.socket(fileno=int(argv[0])))
 
 
-if __name__ == "__main__":  # python -m pytest_kernelboard.worker.zygote FD (worker/forked.py)
+if __name__ == "__main__":  # python -m pytest_kernelboard.worker.zygote FD (supervisor/forked.py)
     main(sys.argv[1:])

@@ -25,24 +25,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import (
-    digest,
-    forked,
-    pausing,
-    pickles,
-    protocol,
-    sandbox,
-    scrubbing,
-    transport,
-    window,
-    wire,
-)
-from .census import WARM_PROFILER_VARIABLE
-from .cloning import clone_data
+from ..channel import protocol, scrubbing, transport, window
+from ..channel.cloning import clone_data
+from ..channel.protocol import ErrorKind, Op
+from ..worker.census import WARM_PROFILER_VARIABLE
+from . import digest, forked, pausing, pickles, sandbox, wire
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .host_waits import HostWaitMeter
 from .pausing import resume
-from .protocol import ErrorKind, Op
 from .stall import ImportWatch, import_watch
 
 LOG_TAIL_CHARS = 2000
@@ -83,7 +73,7 @@ class WorkerFailure(Exception):
 
 
 class ImportStalled(WorkerFailure):
-    """An import that made no progress for the stall window (worker/stall.py): a hang, told
+    """An import that made no progress for the stall window (supervisor/stall.py): a hang, told
     apart from a build that runs out of its budget."""
 
 
@@ -99,7 +89,7 @@ class Reply:
     owned: bool = False
     in_place: bool = False
     # Of outside_us, how long the judge's thread and the worker's threads waited for a CPU the
-    # host was busy with (worker/host_waits.py); 0 where not measured or not explained.
+    # host was busy with (supervisor/host_waits.py); 0 where not measured or not explained.
     host_wait_us: float = 0.0
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..worker.zygote import MAX_RANKS
 from . import sandbox
-from .zygote import MAX_RANKS
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine

@@ -8,7 +8,7 @@ in its place; unpickling rebuilds the tensor from the window at that offset. The
 device-to-device and the mappings persist, so nothing is mapped, opened or staged through the
 host per request, and it works across the sandbox's PID namespace, where CUDA IPC does not.
 
-The judge unpickles replies with an allow-list (worker/pickles.py): `from_window` and `from_host`
+The judge unpickles replies with an allow-list (supervisor/pickles.py): `from_window` and `from_host`
 are judge code that checks every slot against its window and copies the tensor out into the
 judge's own memory at once, so a worker that rewrites its window later changes nothing.
 """

@@ -1,6 +1,6 @@
 """A process tree as /proc shows it: CPU time used, compilers running, file locks awaited.
 
-The judge reads this about a worker while it imports a submission (worker/stall.py). A
+The judge reads this about a worker while it imports a submission (supervisor/stall.py). A
 sandboxed worker is a bwrap process and everything under it; the judge sees them all by their
 host PIDs. Linux only: elsewhere `read_snapshot` returns None and nothing is watched.
 """

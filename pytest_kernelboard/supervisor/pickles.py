@@ -48,7 +48,7 @@ _SAFE_GLOBALS = {
     "enum": {"Enum", "IntEnum"},
     "_codecs": {"encode"},  # how older pickle protocols write bytes
     # CUDA tensors in the worker's window: judge code that checks each slot and copies it out.
-    "pytest_kernelboard.worker.window": {"Slot", "from_window", "from_host"},
+    "pytest_kernelboard.channel.window": {"Slot", "from_window", "from_host"},
 }
 # Libraries whose classes, and whose functions that rebuild shared tensors/arrays, may appear.
 _SAFE_ROOTS = ("torch", "numpy")
@@ -94,7 +94,7 @@ class _JudgePickler(ForkingPickler):
 
 def dumps(obj: Any, trusted: Mapping[str, ModuleType], cuda: Any = None) -> bytes:
     """Pickle a request; `trusted` maps the leaderboard's module names to the judge's modules.
-    `cuda`, where given, reduces CUDA tensors (worker/window.py's Packer)."""
+    `cuda`, where given, reduces CUDA tensors (channel/window.py's Packer)."""
     buffer = io.BytesIO()
     _JudgePickler(buffer, trusted, cuda).dump(obj)
     return buffer.getvalue()

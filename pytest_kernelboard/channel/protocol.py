@@ -34,7 +34,7 @@ class Op(enum.StrEnum):
     CALIBRATE = "calibrate"  # the harness's own overhead on empty calls, and the pre-roll
     PROFILE = "profile"  # one call inside a profiling range
     INIT_GROUP = "init_group"  # join a multi-GPU case's process group (worker/ranks.py)
-    ECHO = "echo"  # the transport probe: data + 1 back (worker/transport.py)
+    ECHO = "echo"  # the transport probe: data + 1 back (channel/transport.py)
     EXIT = "exit"  # a polite exit; the judge kills the process group anyway
     WINDOW = "window"  # map the judge's device window; its descriptor follows the frame
     KERNELS = "kernels"  # one call under torch's profiler: the GPU kernels it launched
@@ -173,7 +173,7 @@ REQUESTS: dict[Op, type | None] = {
     Op.KERNELS: KernelsRequest,
 }
 # Added by the client to a request with CUDA tensors in `data` where they cross as host copies
-# (worker/transport.py); the worker moves them to the GPU before the handler runs.
+# (channel/transport.py); the worker moves them to the GPU before the handler runs.
 TRANSPORT_KEY = "transport"
 # Added by the judge to a `call` or `time` request whose inputs and outputs are large: the worker
 # returns its cached device memory before replying and puts the outputs in the inbound window,

@@ -17,7 +17,7 @@ import struct
 import time
 from typing import Any
 
-from .protocol import ProtocolError
+from ..channel.protocol import ProtocolError
 
 __all__ = ["MAX_REPLY_BYTES", "FrameTimeout", "ProtocolError", "loads", "read_frame"]
 

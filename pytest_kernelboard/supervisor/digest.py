@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ..channel.leaves import tensor_leaves
 from ..stats.floors import storage_span
-from .leaves import tensor_leaves
 
 CHUNK_BYTES = 1 << 26  # 64 MiB (16 Mi int32 words) per step: the temporaries are a few of these
 

@@ -3,7 +3,7 @@
 Importing a submission runs under the build budget (compile_timeout, 600 s by default), which a
 cold nvcc build on a busy runner may need in full. A submission that sleeps or deadlocks at
 import would hold the runner for all of it. So while the judge waits for the import, it
-samples the worker's whole process tree (worker/proctree.py) every half second; the import is
+samples the worker's whole process tree (supervisor/proctree.py) every half second; the import is
 getting on while the tree uses CPU (at least MIN_CPU_SHARE of one core since it last got on),
 runs a compiler, or waits on a file lock whose holder is getting on. When none of these holds
 for the stall window, the import has stalled: the judge kills the worker and says so. A tree
