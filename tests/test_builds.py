@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kernelboard.channel import build_spec
 from pytest_kernelboard.judge import builds as budget
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
@@ -239,11 +240,11 @@ def test_the_build_spec_carries_task_yml_config(tmp_path: Path) -> None:
         submission_name="submission.cu",
         config={"sources": ["submission.cu", "extra.cu"], "defines": {"N": 4, "FAST": None}},
     )
-    builds.write_build_spec(tmp_path, task)
-    spec = builds.read_build_spec(tmp_path)
+    build_spec.write_build_spec(tmp_path, task)
+    spec = build_spec.read_build_spec(tmp_path)
     assert spec["sources"] == ["submission.cu", "extra.cu"]
     assert spec["defines"] == {"N": "4", "FAST": ""}
-    assert builds.read_build_spec(tmp_path / "nothing") is None
+    assert build_spec.read_build_spec(tmp_path / "nothing") is None
     includes, flags = builds._flags(spec, tmp_path)
     assert flags == ["-DN=4", "-DFAST"] and includes[0] == str(tmp_path)
     assert builds.gencode("9.0a") == "-gencode=arch=compute_90a,code=sm_90a"

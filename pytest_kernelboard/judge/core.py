@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..channel import heap, scrubbing, window
+from ..channel.build_spec import write_build_spec
 from ..channel.cloning import clone_data, release_lost_holds
 from ..channel.protocol import ErrorKind, Op, needs_cuda
 from ..spec.cases import UNSEEN_CALL_INDEX, Case
@@ -25,7 +26,6 @@ from ..stats.floors import device_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
 from ..supervisor.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
-from ..worker.builds import write_build_spec
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose

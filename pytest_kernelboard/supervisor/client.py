@@ -26,9 +26,9 @@ from types import ModuleType
 from typing import Any
 
 from ..channel import protocol, scrubbing, transport, window
+from ..channel.cage import LIMITS_VARIABLE, WARM_PROFILER_VARIABLE
 from ..channel.cloning import clone_data
 from ..channel.protocol import ErrorKind, Op
-from ..worker.census import WARM_PROFILER_VARIABLE
 from . import digest, forked, pausing, pickles, sandbox, wire
 from .environment import cache_dirs, default_cache_dir, worker_environment
 from .host_waits import HostWaitMeter
@@ -253,7 +253,7 @@ class WorkerProcess:
             socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_S, 0)
         )
         env = worker_environment(os.environ, self.home, self.cache_dir)
-        env[sandbox.LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
+        env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
         if warm_profiler:
             env[WARM_PROFILER_VARIABLE] = "1"
         self.process: subprocess.Popen | forked.ForkedProcess | None = None
@@ -324,7 +324,7 @@ class WorkerProcess:
             self._env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=str(self.nccl_log))
 
     def _zygote_env(self) -> dict[str, str]:
-        return {k: v for k, v in self._env.items() if k != sandbox.LIMITS_VARIABLE}
+        return {k: v for k, v in self._env.items() if k != LIMITS_VARIABLE}
 
     def _member(self, zygote: forked.Zygote) -> forked.Member:
         """This worker as the zygote forks it: its slot and outbox made in the zygote's pool."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..worker.zygote import MAX_RANKS
+from ..channel.cage import MAX_RANKS
 from . import sandbox
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"

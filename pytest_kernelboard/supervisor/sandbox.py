@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,18 +29,13 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..channel.cage import SCRATCH_BYTES, gpu_devices
 from .environment import package_root
 
 POLICY_VARIABLE = "KERNELBOARD_SANDBOX"
 POLICIES = ("auto", "require", "off")
 BWRAP = os.environ.get("KERNELBOARD_BWRAP", "bwrap")  # a path, where bwrap is not on PATH
 SANDBOX_UID = 65534  # "nobody" inside: the submission is not the judge's user
-# Limits the worker applies to itself before it imports a submission (apply_limits).
-MAX_PROCESSES = 512  # threads count too: torch starts one per core
-MAX_OPEN_FILES = 4096
-MAX_FILE_BYTES = 4 << 30  # one file: a compiled extension is far smaller
-SCRATCH_BYTES = 1 << 30  # the home and /tmp tmpfs each
-LIMITS_VARIABLE = "KB_WORKER_LIMITS"  # set by the judge for the worker: "sandboxed" or "plain"
 
 # /etc entries the dynamic loader, Python, compilers and CUDA tools read; the rest stays out.
 _ETC = (
@@ -169,14 +163,6 @@ def python_paths() -> list[Path]:
     return _outermost(Path(p) for p in paths if p and os.path.exists(p))
 
 
-def gpu_devices() -> list[str]:
-    """The NVIDIA device nodes (nvidia0..N, nvidiactl, nvidia-uvm, caps): nothing else of /dev."""
-    found = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
-    if os.path.isdir("/dev/dri"):
-        found.append("/dev/dri")
-    return found
-
-
 def _driver_files() -> list[str]:
     """Driver state the CUDA user-space library reads, where present."""
     candidates = ("/proc/driver/nvidia", "/sys/module/nvidia", "/sys/bus/pci", "/sys/devices")
@@ -244,32 +230,6 @@ def bwrap_command(
     # bwrap's own root is a tmpfs: read-only, so the only writable places are the ones above.
     args += ["--remount-ro", "/", "--chdir", str(workdir or home)]
     return [*args, "--"]
-
-
-def apply_limits(mode: str | None = None) -> None:
-    """Called by the worker itself before it imports a submission; hard limits, no way back.
-
-    Processes are bounded only in the sandbox, where the count is per user namespace (outside,
-    it would count every process of the judge's user).
-    """
-    mode = mode if mode is not None else os.environ.pop(LIMITS_VARIABLE, "")
-    if not mode:
-        return
-    limits = [
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NOFILE, MAX_OPEN_FILES),
-        (resource.RLIMIT_FSIZE, MAX_FILE_BYTES),
-    ]
-    if mode == "sandboxed":
-        limits.append((resource.RLIMIT_NPROC, MAX_PROCESSES))
-    for which, value in limits:
-        soft, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            pass  # a lower limit is already in force
 
 
 def temporary_folders() -> list[Path]:

@@ -15,9 +15,6 @@ from typing import Any
 
 from pytest_kernelboard.channel import fences
 
-# Set by the judge (supervisor/client.py) for workers that will take a census: start the profiler
-# while starting, off the critical path.
-WARM_PROFILER_VARIABLE = "KERNELBOARD_WARM_PROFILER"
 SENTINEL_NAME = "spin_kernel"  # torch.cuda._sleep's kernel, which no call of interest launches
 SPARE_SENTINELS = 2  # beyond one per earlier session
 

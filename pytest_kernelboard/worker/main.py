@@ -18,18 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kernelboard.channel import fences, heap, scrubbing, transport, window
+from pytest_kernelboard.channel.build_spec import read_build_spec
+from pytest_kernelboard.channel.cage import WARM_PROFILER_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
-from pytest_kernelboard.supervisor.sandbox import apply_limits
 from pytest_kernelboard.worker import cpu_choice
 from pytest_kernelboard.worker.builds import (
     guard_torch_extension_builds_on_import,
     load_cuda_submission,
-    read_build_spec,
 )
-from pytest_kernelboard.worker.census import WARM_PROFILER_VARIABLE, KernelCensus
+from pytest_kernelboard.worker.census import KernelCensus
+from pytest_kernelboard.worker.limits import apply_limits
 from pytest_kernelboard.worker.ranks import init_group
 from pytest_kernelboard.worker.reservation import Reservation
 

@@ -2,7 +2,7 @@
 
 A fresh worker spends about 2 s of CPU importing torch before it can take a submission (68% of
 the test command's CPU, benchmarks/test_command_cpu.py); a fork of a process that has imported
-it takes tens of milliseconds. The zygote runs under bwrap like a worker (sandbox.zygote_command)
+it takes tens of milliseconds. The zygote runs under bwrap like a worker (supervisor/sandbox.py)
 but never runs participant code and never initialises CUDA (a fork after that breaks CUDA in the
 child). For each worker the judge sends, over the control socket, the worker's socket and its
 log as descriptors, its environment and its folders; the zygote forks:
@@ -41,11 +41,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..supervisor import sandbox
+from ..channel.cage import MAX_RANKS, SCRATCH_BYTES, gpu_devices
 from . import isolation
 
 MAX_MESSAGE = 1 << 20
-MAX_RANKS = 16  # the most ranks one multi-GPU case's request may hold
 MAX_FDS = 2 * MAX_RANKS  # each worker's socket and log; nothing else crosses
 
 
@@ -57,7 +56,7 @@ def preload() -> None:
 
     import pytest_kernelboard.worker.main  # noqa: F401
 
-    if not any("nvidia" in node for node in sandbox.gpu_devices()):
+    if not any("nvidia" in node for node in gpu_devices()):
         # Without a GPU the worker runs Triton through its interpreter, which Triton settles
         # when it is imported (worker/main.py sets the same before importing it itself).
         os.environ["TRITON_INTERPRET"] = "1"
@@ -183,7 +182,7 @@ def _init(control: socket.socket, request: dict[str, Any], fds: list[int]) -> No
             [Path(p) for p in request["covered"]],
             [(Path(p), bool(ro)) for p, ro in request["binds"]],
             [Path(request["cwd"])],  # its home, a tmpfs of its own
-            sandbox.SCRATCH_BYTES,
+            SCRATCH_BYTES,
         )
         worker = os.fork()
         if worker == 0:
@@ -243,7 +242,7 @@ def _case_init(control: socket.socket, request: dict[str, Any], fds: list[int], 
             [Path(p) for p in request["covered"]],
             [(Path(p), bool(ro)) for p, ro in request["binds"]],
             [Path(member["cwd"]) for member in request["members"]],
-            sandbox.SCRATCH_BYTES,
+            SCRATCH_BYTES,
         )
         isolation.bring_up_loopback()  # the ranks meet there, and reach nothing else
         ranks: dict[int, int] = {}  # pid -> rank
@@ -299,7 +298,8 @@ def _worker(control: socket.socket, request: dict[str, Any], fds: list[int]) -> 
         sys.argv[1:] = [str(conn_fd)]  # as a worker started on its own sees its socket
         from multiprocessing.connection import Connection
 
-        from pytest_kernelboard.worker.main import Worker, apply_limits
+        from pytest_kernelboard.worker.limits import apply_limits
+        from pytest_kernelboard.worker.main import Worker
 
         apply_limits()
         Worker(Connection(conn_fd)).serve()

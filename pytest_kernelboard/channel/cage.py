@@ -1,0 +1,25 @@
+"""The worker's cage as both sides see it: the judge builds the sandbox and the worker's
+environment from these, and the worker and the zygote read them inside.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SCRATCH_BYTES = 1 << 30  # a worker's home and /tmp, each a tmpfs of this size
+MAX_RANKS = 16  # the most ranks one multi-GPU case's sandbox (one zygote request) holds
+# Set by the judge for the worker: the limits it applies to itself, "sandboxed" or "plain"
+# (worker/limits.py).
+LIMITS_VARIABLE = "KB_WORKER_LIMITS"
+# Set by the judge for workers that will take a census: start the profiler while starting,
+# off the critical path (worker/census.py).
+WARM_PROFILER_VARIABLE = "KERNELBOARD_WARM_PROFILER"
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device nodes (nvidia0..N, nvidiactl, nvidia-uvm, caps): nothing else of /dev."""
+    found = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+    if os.path.isdir("/dev/dri"):
+        found.append("/dev/dri")
+    return found
