@@ -59,13 +59,13 @@ WORKER_PROGRAM = """
 import json, os
 from pytest_kernelboard.worker.main import Worker
 worker = Worker(conn=None)
-worker._cpus = frozenset(os.sched_getaffinity(0))  # on a CPU machine the worker never pins
+worker.timer._cpus = frozenset(os.sched_getaffinity(0))  # on a CPU machine the worker never pins
 worker.kernel = lambda data: data + 1
-worker._enter_case("benchmark[0]")
+worker.timer._enter_case("benchmark[0]")
 pinned = sorted(os.sched_getaffinity(0))
 reply = worker.call(1)
 print(json.dumps({"pinned": pinned, "after_check": sorted(os.sched_getaffinity(0)),
-                  "case": worker._case, "output": reply["output"]}))
+                  "case": worker.timer._case, "output": reply["output"]}))
 """
 
 

@@ -48,7 +48,7 @@ class FakeClock:
 
 
 class FakeWorker:
-    """Answers `time` requests as worker/main.py does on CPU: the output and the call's times.
+    """Answers `time` requests as worker/timing.py does on CPU: the output and the call's times.
 
     Each call takes the next scripted device time and costs it plus a round trip on the clock.
     `wrong_from`: calls from this index on return a wrong output.

@@ -23,12 +23,13 @@ def test_a_timed_call_after_a_gap_wakes_the_gpu_first_and_outside_its_interval()
 
     import torch
 
-    from pytest_kernelboard.worker.main import WAKE_AFTER_IDLE_S, WAKE_US, Worker
+    from pytest_kernelboard.worker.main import Worker
+    from pytest_kernelboard.worker.timing import WAKE_AFTER_IDLE_S, WAKE_US
 
     worker = Worker(conn=None)
-    rate = worker.spin_cycles_per_us()  # its own spins happen once, before the record starts
+    rate = worker.timer.spin_cycles_per_us()  # its own spins happen once, before the record starts
     order: list[tuple[str, int]] = []
-    sleep, flush = worker._sleep, worker._sum
+    sleep, flush = worker.timer._sleep, worker.timer._sum
 
     def recorded_sleep(cycles: int) -> None:
         order.append(("spin", cycles))
@@ -42,7 +43,8 @@ def test_a_timed_call_after_a_gap_wakes_the_gpu_first_and_outside_its_interval()
         order.append(("call", 0))
         return data + 1
 
-    worker._sleep, worker._sum, worker.kernel = recorded_sleep, recorded_flush, kernel
+    worker.timer._sleep, worker.timer._sum = recorded_sleep, recorded_flush
+    worker.kernel = kernel
     data = torch.ones(1024, device="cuda")
     worker.time_call(data, 64 << 20)  # the blocking kernel's module loads on its first launch
     for _ in range(3):

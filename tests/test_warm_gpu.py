@@ -56,13 +56,13 @@ def test_warm_calls_run_on_fresh_copies_of_the_kept_pristine_input():
         torch.testing.assert_close(warm_input, torch.full_like(first, -1))  # it ran on it...
         seen.clear()
     # ... each time on a fresh copy of the first input as it was before its call.
-    torch.testing.assert_close(worker._warm_input, first)
+    torch.testing.assert_close(worker.timer._warm_input, first)
     reply = worker.time_call(second.clone(), 64 << 20, case="case-a", keep=True)
     torch.testing.assert_close(reply["output"], second * 2)
-    torch.testing.assert_close(worker._warm_input, first)  # kept once per case
+    torch.testing.assert_close(worker.timer._warm_input, first)  # kept once per case
     assert worker.warm("case-b") == {"warmed": False}  # a new case keeps nothing of the last
     worker.time_call(second.clone(), 64 << 20, case="case-b", keep=False)
-    assert worker._warm_input is None
+    assert worker.timer._warm_input is None
 
 
 def test_each_case_times_on_the_cpu_its_probe_found_fastest(restore_affinity):
@@ -104,7 +104,7 @@ def test_a_call_that_synchronises_inside_is_charged_its_host_time():
     data = torch.zeros(256, device="cuda")
     replies = [worker.time_call(data, 64 << 20, preroll_us=100.0) for _ in range(6)]
     assert not any(r["synced"] for r in replies[:2])  # the first two are held, then it switches
-    assert worker.blocking_off
+    assert worker.timer.blocking_off
     for reply in replies[3:]:
         assert reply["synced"] and not reply["blocked"]
         sample = CaseTimer.sample_us(reply, event_overhead_us=1.0)

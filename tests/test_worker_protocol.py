@@ -51,7 +51,7 @@ HANDLERS = {
 @pytest.mark.parametrize("op", sorted(HANDLERS))
 def test_each_request_description_matches_its_handler(op):
     parameters = inspect.signature(HANDLERS[op]).parameters
-    names = {n for n in parameters if n not in ("self", "worker")}
+    names = {n for n in parameters if n not in ("self", "timer")}
     required = {n for n in names if parameters[n].default is inspect.Parameter.empty}
     described = protocol.request_keys(op)
     assert required <= described <= names, (op, required, described, names)

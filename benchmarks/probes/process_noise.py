@@ -151,7 +151,7 @@ start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timin
 for _ in range(3):
     start.record(); torch.cuda._sleep(1_000_000); end.record(); torch.cuda.synchronize()
 cycles_per_us = 1_000_000 / (start.elapsed_time(end) * 1e3)
-def wake():  # the worker's wake: a 2 ms GPU spin, waited for (worker/main.py)
+def wake():  # the worker's wake: a 2 ms GPU spin, waited for (worker/timing.py)
     torch.cuda._sleep(int(2000 * cycles_per_us))
     torch.cuda.synchronize()
 before = {

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 DELAYS_MS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0)
-WAKE_US = 2000  # as worker/main.py
+WAKE_US = 2000  # as worker/timing.py
 
 
 def spin_until(deadline: float) -> None:

@@ -2,7 +2,7 @@
 
 The judge drives the loop (it owns the inputs, the stopping decision and the verification);
 the worker only runs `time` requests: flush L2, events around one call, side streams joined,
-device-wide synchronisation, host wall time around it all (worker/main.py).
+device-wide synchronisation, host wall time around it all (worker/timing.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ UNACCOUNTED_MIN_US = 100.0
 Progress = Callable[[str, int, float, float], None]  # (label, n, median_us, halfwidth)
 
 # A call this short on inputs and outputs this small is timed with its host path warm: just before
-# it, the worker runs it once, untimed, on an earlier input of the case (worker/main.py, `warm`),
+# it, the worker runs it once, untimed, on an earlier input of the case (worker/timing.py, `warm`),
 # as the field's loops of back-to-back calls do. Judged one round trip at a time, with the judge's work between
 # calls, a launch-bound call's host time read four to five times a bare loop's on an H200 (265
 # against 55 µs), and that cold part moved from process to process. The bounds keep the extra

@@ -3,7 +3,7 @@
 A timed call is normally queued behind a blocking kernel that holds the stream until the whole
 call is enqueued (worker/blocking.py); the worker falls back to a GPU pre-roll (a spin of
 `preroll_us` before the start event) only where it cannot hold the stream: no Triton, or calls
-that synchronise inside themselves (worker/main.py, Worker.time_call). The pre-roll has to
+that synchronise inside themselves (worker/timing.py, Timer.time_call). The pre-roll has to
 cover the host's launch path so the start event is not recorded on an idle GPU:
 
 1. the worker's `calibrate` proposes the harness's own measured host path (the 90th

@@ -2,7 +2,7 @@
 
 The judge starts one worker per rank and sends each `init_group`; from then on every timed
 call starts with a barrier over the group, so all ranks start their flush, pre-roll and events
-together (worker/main.py's `time_call` runs `before_timed_call` first), and on GPUs a second,
+together (worker/timing.py's `time_call` runs `before_timed_call` first), and on GPUs a second,
 on the device, between the blocking kernel and the start event (`device_barrier`).
 """
 
@@ -30,9 +30,10 @@ def port_taken(exc: BaseException) -> bool:
 
 
 def init_group(
-    worker: Any, rank: int, world_size: int, port: int, backend: str, group_timeout_s: float
+    timer: Any, rank: int, world_size: int, port: int, backend: str, group_timeout_s: float
 ) -> dict[str, Any]:
-    """Pin this worker to GPU `rank` (CUDA) and join the group at 127.0.0.1:`port`.
+    """Pin this worker to GPU `rank` (CUDA) and join the group at 127.0.0.1:`port`; the
+    group's barriers go to the worker's `timer` (worker/timing.py), before every timed call.
 
     A taken port is reported as such (ErrorKind.PORT_TAKEN), here where the exception is."""
     import torch
@@ -41,7 +42,7 @@ def init_group(
     os.environ.setdefault("GLOO_SOCKET_IFNAME", LOOPBACK_INTERFACE)
     os.environ.setdefault("NCCL_SOCKET_IFNAME", LOOPBACK_INTERFACE)
     device_ids = None
-    if worker.cuda:
+    if timer.cuda:
         torch.cuda.set_device(rank)
         device_ids = [rank]
     try:
@@ -67,13 +68,13 @@ def init_group(
         else:
             dist.barrier()
 
-    worker.before_timed_call = barrier
-    if worker.cuda:
+    timer.before_timed_call = barrier
+    if timer.cuda:
         # Queued behind the blocking kernel, before the start event: each rank's stream is
         # released when its own host has queued the call, at different moments; a one-element
         # all-reduce there makes every rank's start event wait for the last rank's release, so
         # no rank's interval holds the time it waited for a late peer to enter the collective.
         token = torch.zeros(1, device=f"cuda:{rank}")
-        worker.device_barrier = lambda: dist.all_reduce(token)
+        timer.device_barrier = lambda: dist.all_reduce(token)
     barrier()  # every rank has joined before the judge sends work
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": backend}
