@@ -32,7 +32,7 @@ KERNEL = "\n\ndef custom_kernel(data):\n    return data\n"
 
 def import_once(worker, stage: Path, budget_s: float) -> tuple[float, str]:
     """Seconds until the import ended, and how: "imported" or the failure."""
-    from pytest_kernelboard.supervisor.client import WorkerFailure
+    from pytest_kernelboard.supervisor.failures import WorkerFailure
 
     started = time.perf_counter()
     try:

@@ -102,7 +102,7 @@ def addone_modules(addone_task):
 @pytest.fixture(scope="module")
 def worker_pool():
     """One pool for a module's judges: the next worker starts while a test runs."""
-    from pytest_kernelboard.supervisor.client import WorkerPool
+    from pytest_kernelboard.supervisor.pool import WorkerPool
 
     pool = WorkerPool()
     yield pool

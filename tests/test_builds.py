@@ -17,7 +17,7 @@ from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import DEFAULT_COMPILE_TIMEOUT_S, TaskError, load_task
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 from pytest_kernelboard.worker import builds
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"

@@ -18,7 +18,7 @@ from conftest import missing_system_tool
 from pytest_kernelboard.channel.protocol import Op
 from pytest_kernelboard.judge.distributed import RankGroup, start_group
 from pytest_kernelboard.supervisor import forked, sandbox
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 # Each rank reports who it is and what it can see: its working folder (the stage slot it
 # loaded from, different for every worker), the working folders of every process it can read

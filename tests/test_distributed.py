@@ -22,8 +22,9 @@ from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case, task_cases
 from pytest_kernelboard.spec.task import TaskError, load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.supervisor.client import WorkerPool, WorkerProcess
+from pytest_kernelboard.supervisor.client import WorkerProcess
 from pytest_kernelboard.supervisor.environment import NO_MULTICAST, worker_environment
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 BOARD = ROOT / "leaderboards" / "allreduce_scale"

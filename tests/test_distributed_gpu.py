@@ -16,7 +16,7 @@ from pytest_kernelboard.spec.cases import BENCHMARK, TEST, task_cases
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.supervisor import sandbox
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 
 def gpu_count() -> int:

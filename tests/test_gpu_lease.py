@@ -30,7 +30,7 @@ from pytest_kernelboard.plugin import xdist_gpus
 from pytest_kernelboard.plugin.items import REPORT_SECTION, ItemLeases, gpus_needed
 from pytest_kernelboard.plugin.xdist_gpus import XdistWorker, pin_xdist_worker
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = ["0", "1", "2", "3"]  # the fake host's GPUs, in host order

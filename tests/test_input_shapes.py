@@ -78,9 +78,9 @@ def test_reply_naming_other_code_is_refused_unimported():
 def test_tensors_modules_and_arrays_round_trip():
     import numpy as np
 
-    from pytest_kernelboard.supervisor.client import _share_through_files
+    from pytest_kernelboard.supervisor.shm_manager import share_through_files
 
-    _share_through_files()  # as every WorkerProcess does
+    share_through_files()  # as every WorkerProcess does
     data = (torch.arange(6.0).view(2, 3).t(), torch.nn.Linear(2, 2), np.arange(3), torch.float16)
     back = transport.loads(transport.dumps(data, {}), {})
     assert torch.equal(back[0], data[0]) and isinstance(back[1], torch.nn.Linear)

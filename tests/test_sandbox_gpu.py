@@ -17,7 +17,8 @@ from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.supervisor import sandbox
-from pytest_kernelboard.supervisor.client import WorkerPool, WorkerProcess, session_transport
+from pytest_kernelboard.supervisor.client import WorkerProcess, session_transport
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 pytestmark = [
     pytest.mark.gpu,

@@ -23,7 +23,7 @@ from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.scoring import rank_us
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 pytestmark = [
     pytest.mark.gpu,

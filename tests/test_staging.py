@@ -66,9 +66,9 @@ def test_a_judge_removes_its_shared_memory_manager_folder_when_it_exits():
     judge by a moment, has removed its own folder in it, so the manager exits cleanly."""
     judge = (
         "import torch\n"
-        "from pytest_kernelboard.supervisor import client\n"
-        "client._shm_manager_folders()\n"
-        "print(client._shm_manager_home(), client._shm_manager_dir())\n"
+        "from pytest_kernelboard.supervisor import shm_manager\n"
+        "shm_manager.shm_manager_folders()\n"
+        "print(shm_manager.shm_manager_home(), shm_manager.shm_manager_dir())\n"
     )
     # The manager inherits the judge's stderr: run() returns once the manager has exited too.
     ran = subprocess.run(

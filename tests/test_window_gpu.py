@@ -8,7 +8,8 @@ import pytest
 from pytest_kernelboard.channel import transport
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.supervisor import sandbox
-from pytest_kernelboard.supervisor.client import WorkerFailure, WorkerProcess
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.failures import WorkerFailure
 
 pytestmark = [
     pytest.mark.gpu,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import types
 
-from pytest_kernelboard.supervisor.client import WorkerPool
+from pytest_kernelboard.supervisor.pool import WorkerPool
 
 
 def counting_pool(spares: int) -> tuple[WorkerPool, list[object]]:

@@ -24,12 +24,9 @@ from pytest_kernelboard.stats.preroll import (
     proposed_preroll_us,
 )
 from pytest_kernelboard.supervisor import wire
-from pytest_kernelboard.supervisor.client import (
-    WorkerFailure,
-    WorkerPool,
-    WorkerProcess,
-    failure_of,
-)
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.failures import WorkerFailure, failure_of
+from pytest_kernelboard.supervisor.pool import WorkerPool
 from pytest_kernelboard.worker.main import Worker
 from pytest_kernelboard.worker.ranks import init_group, port_taken
 

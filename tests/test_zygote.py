@@ -14,7 +14,8 @@ import pytest
 from conftest import missing_system_tool
 
 from pytest_kernelboard.supervisor import forked, sandbox
-from pytest_kernelboard.supervisor.client import WorkerFailure, WorkerProcess
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.failures import WorkerFailure
 
 SANDBOX_INSTALL = "apt-get install bubblewrap"
 

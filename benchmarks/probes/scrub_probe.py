@@ -96,7 +96,7 @@ def judged(times: int) -> None:
     from pytest_kernelboard.spec.task import load_task
     from pytest_kernelboard.stats.scoring import rank_us
     from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
-    from pytest_kernelboard.supervisor.client import WorkerPool
+    from pytest_kernelboard.supervisor.pool import WorkerPool
 
     task = load_task(Path(__file__).parents[2] / "leaderboards" / "vectoradd" / "task.yml")
     index = next(i for i, spec in enumerate(task.benchmarks) if spec["size"] == 16384)

@@ -36,7 +36,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ..supervisor.client import WorkerFailure, WorkerPool, WorkerProcess
+from ..supervisor.client import WorkerProcess
+from ..supervisor.failures import WorkerFailure
+from ..supervisor.pool import WorkerPool
 
 STARTUP_TIMEOUT_S = 120.0  # as the judge's own first ping (judge/core.py)
 # The phases that run one candidate after another on a GPU's judge (the others overlap them).

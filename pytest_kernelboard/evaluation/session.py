@@ -29,7 +29,8 @@ from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
-from ..supervisor.client import WorkerFailure, WorkerPool
+from ..supervisor.failures import WorkerFailure
+from ..supervisor.pool import WorkerPool
 from .limits import Limits
 from .progress import Progress
 

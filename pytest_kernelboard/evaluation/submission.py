@@ -17,7 +17,8 @@ from ..spec.cases import TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
 from ..stats import between_workers
-from ..supervisor.client import WorkerPool, WorkerProcess
+from ..supervisor.client import WorkerProcess
+from ..supervisor.pool import WorkerPool
 from .messages import explain
 
 if TYPE_CHECKING:

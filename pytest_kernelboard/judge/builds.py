@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec.task import DEFAULT_COMPILE_TIMEOUT_S
-from ..supervisor.client import ImportStalled, WorkerFailure
+from ..supervisor.failures import ImportStalled, WorkerFailure
 
 _override_s: float | None = None
 

@@ -25,7 +25,9 @@ from ..spec.task import TaskSpec
 from ..stats.floors import device_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
-from ..supervisor.client import Reply, WorkerFailure, WorkerPool, WorkerProcess
+from ..supervisor.client import Reply, WorkerProcess
+from ..supervisor.failures import WorkerFailure
+from ..supervisor.pool import WorkerPool
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose

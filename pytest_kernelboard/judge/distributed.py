@@ -37,7 +37,9 @@ from ..spec.cases import Case
 from ..spec.task import TaskSpec
 from ..stats.floors import clock_drop_flag
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
-from ..supervisor.client import Reply, WorkerFailure, WorkerPool, WorkerProcess, failure_of
+from ..supervisor.client import Reply, WorkerProcess
+from ..supervisor.failures import WorkerFailure, failure_of
+from ..supervisor.pool import WorkerPool
 from . import devices
 from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda, seed_everything
 from .measure import (
