@@ -13,7 +13,7 @@ import pytest
 
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.results.records import validate_run
-from pytest_kernelboard.worker import sandbox
+from pytest_kernelboard.supervisor import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submissions" / "prefixsum" / "cuda-compute" / "submission.py"

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_kernelboard.channel import build_spec
 from pytest_kernelboard.judge import devices
 from pytest_kernelboard.judge.core import SubmissionJudge
 from pytest_kernelboard.judge.reference_loader import LeaderboardModules
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import TaskError, load_task
+from pytest_kernelboard.supervisor.pool import WorkerPool
 from pytest_kernelboard.worker import builds
-from pytest_kernelboard.worker.client import WorkerPool
 
 FIXTURE = Path(__file__).parent / "fixtures" / "header_library"
 BOARD = FIXTURE / "leaderboards" / "saxpy_tinyvec"
@@ -46,8 +47,8 @@ def staged(tmp_path: Path, task_yml: Path) -> tuple[Path, dict]:
     stage = tmp_path / "stage"
     stage.mkdir()
     shutil.copyfile(SUBMISSION, stage / "submission.cu")
-    builds.write_build_spec(stage, load_task(task_yml))
-    return stage, builds.read_build_spec(stage)
+    build_spec.write_build_spec(stage, load_task(task_yml))
+    return stage, build_spec.read_build_spec(stage)
 
 
 def test_the_leaderboards_headers_are_staged_beside_the_submission(tmp_path: Path) -> None:
