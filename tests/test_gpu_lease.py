@@ -447,3 +447,18 @@ def test_pytest_n_pins_each_worker_and_runs_a_two_gpu_item_on_both_gpus_alone(
                 overlap = other["start"] < pair["end"] and pair["start"] < other["end"]
                 assert other_name == name or not overlap, (name, other_name, runs)
     assert not list(scratch.glob("kb-gpu-leases-*"))  # removed at the session's end
+
+
+def test_a_cases_ranks_see_only_the_gpus_it_leased() -> None:
+    """gw2 of four numbers its GPUs 2,0,1,3 and leases the first two for a 2-rank case: its
+    ranks see GPUs 2 and 0 alone (rank r still cuda:r); without a numbering nothing is set."""
+    import types
+
+    from pytest_kernelboard.supervisor import client
+
+    ranks = [types.SimpleNamespace(_env={"CUDA_VISIBLE_DEVICES": "2,0,1,3"}) for _ in range(2)]
+    client._see_leased_gpus(ranks, 2)
+    assert [rank._env["CUDA_VISIBLE_DEVICES"] for rank in ranks] == ["2,0", "2,0"]
+    alone = [types.SimpleNamespace(_env={})]
+    client._see_leased_gpus(alone, 1)
+    assert "CUDA_VISIBLE_DEVICES" not in alone[0]._env

@@ -149,6 +149,7 @@ class WorkerProcess:
             zygote = forked.zygote_for(
                 cache_dirs(first._env), shm_manager.shm_manager_folders(), first._zygote_env()
             )
+        _see_leased_gpus(ranks, world_size)
         if zygote is not None:
             try:
                 with contextlib.ExitStack() as logs:
@@ -558,3 +559,16 @@ def session_transport() -> str:
         finally:
             probe.close()
     return _SESSION_TRANSPORT
+
+
+def _see_leased_gpus(ranks: list[WorkerProcess], world_size: int) -> None:
+    """Under `pytest -n` the judge sees its own GPU first, then the host's others
+    (plugin/xdist_gpus.py), and leases the first `world_size` of them for a multi-GPU case
+    (judge/gpu_lease.py): its ranks see those alone, so none can reach a GPU another judge is
+    timing on. Rank r is still cuda:r. Without a numbering of the judge's own, nothing changes."""
+    visible = ranks[0]._env.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return
+    leased = ",".join(visible.split(",")[:world_size])
+    for rank in ranks:
+        rank._env["CUDA_VISIBLE_DEVICES"] = leased
