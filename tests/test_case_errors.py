@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -90,3 +91,29 @@ def test_a_check_only_this_output_breaks_fails_the_submission(pytester, repo):
         assert case["status"] == "failed"
         assert "could not compare this output" in case["message"]
         assert "AttributeError" in case["message"]
+
+
+def test_a_check_that_spends_the_budget_says_so(pytester, repo):
+    """A benchmark case whose correctness check alone outlasts the case's budget times out
+    naming the check and how long it took, not "after 0.001 s" of a timing that never began."""
+    _patch_reference(
+        repo,
+        CHECK,
+        CHECK + "    if data[0].numel() == 4096:\n        import time\n        time.sleep(2.5)\n",
+    )
+    pytester.runpytest_subprocess(
+        "--kb-results",
+        "out.json",
+        "--kb-mode",
+        "benchmark",
+        "--kb-timeout",
+        "2",
+        "-k",
+        "benchmark and submission",
+        "submissions/addone/alice/submission.py",
+    )
+    (evaluation,) = json.loads((repo / "out.json").read_text())["evaluations"]
+    (case,) = [c for c in evaluation["cases"] if c["status"] != "deselected"]
+    assert case["status"] == "timeout"
+    assert case["message"].startswith("timed out after 2 s (the limit that applied")
+    assert re.search(r"its correctness check took \d+ s of the case's 2 s", case["message"])

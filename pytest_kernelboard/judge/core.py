@@ -521,8 +521,15 @@ class SubmissionJudge:
         outcome = self._check_case(case, timeout_s)
         if not outcome.passed:
             return outcome
-        remaining = timeout_s - (time.perf_counter() - started)
-        outcome = self._timed_outcome(self.time_case(case, plan, remaining, progress))
+        checked_s = time.perf_counter() - started
+        if checked_s >= timeout_s:  # nothing left to time with: say what spent it
+            return CaseOutcome(
+                "timeout",
+                f"timed out\nits correctness check took {checked_s:.0f} s of the case's "
+                f"{timeout_s:g} s, before any call was timed",
+                timed_out_after_s=timeout_s,
+            )
+        outcome = self._timed_outcome(self.time_case(case, plan, timeout_s - checked_s, progress))
         # The reference is timed next, in a worker of its own: this one's windows and the
         # judge's cache must not hold a copy of the inputs meanwhile.
         self.release_cached_memory(windows=True)
