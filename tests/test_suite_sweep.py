@@ -1,0 +1,268 @@
+"""benchmarks/suite_sweep.py end to end on a CPU, over two tiny suites written here.
+
+A KernelBench-shaped suite (level1/ with a small Model and one whose forward pass draws a fresh
+random state on every call, as level 3's 35_LSTM does upstream) is imported and judged with
+ModelNew = Model in benchmark mode; a GPU MODE-shaped problems/ folder (the setx fixture's
+two problems, plus a shipped submission that needs a package not installed, a reference on an
+AMD-only dtype, a reference that imports AMD's aiter, and a problem whose cases need 8 GPUs) in
+test mode. The rows of rows.jsonl and table.md are asserted; a second sweep over the same
+folder judges nothing again. Last, the words judge/hardware.py finds for what a failing
+leaderboard's code needs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelboard.judge.hardware import Device, hardware_note
+
+REPO = Path(__file__).resolve().parent.parent
+SWEEP = REPO / "benchmarks" / "suite_sweep.py"
+SETX = Path(__file__).parent / "fixtures" / "gpumode_problems"
+
+KB_HEADER = "import torch\nimport torch.nn as nn\n\n\n"
+KB_FOOTER = (
+    "\n\nsize = 4096\n\n\ndef get_inputs():\n    return [torch.rand(size)]\n\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+KERNELBENCH = {
+    "1_Double.py": "class Model(nn.Module):\n    def forward(self, x):\n        return x * 2.0\n",
+    # Upstream-style broken: no two calls agree, whoever makes them.
+    "2_RandomState.py": (
+        "class Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x + torch.randn(x.shape, device=x.device)\n"
+    ),
+}
+
+TASK_YML = """files:
+  - {{"name": "submission.py", "source": "@SUBMISSION@"}}
+  - {{"name": "reference.py", "source": "reference.py"}}
+lang: "py"
+{extra}description: |
+  A problem of the sweep's test.
+tests:
+  - {{{case}"size": 8, "seed": 3}}
+"""
+REFERENCES = {
+    # The reference's own arithmetic on an AMD-only dtype: torch has no CPU (or CUDA) kernel.
+    "fnuz_py": (
+        "import torch\n\n\ndef generate_input(size, seed):\n"
+        "    gen = torch.Generator().manual_seed(seed)\n"
+        "    return torch.randn(size, generator=gen).to(torch.float8_e4m3fnuz)\n\n\n"
+        "def ref_kernel(data):\n    return data + data\n\n\n"
+        "def check_implementation(data, output):\n"
+        "    return bool((ref_kernel(data).float() == output).all()), ''\n"
+    ),
+    "aiter_py": "import torch\nimport aiter\n\n\ndef ref_kernel(data):\n    return data\n",
+    "needs_pkg_py": (
+        "import torch\n\n\ndef generate_input(size, seed):\n"
+        "    return torch.arange(size, dtype=torch.float32)\n\n\n"
+        "def ref_kernel(data):\n    return data * 2\n\n\n"
+        "def check_implementation(data, output):\n"
+        "    ok = torch.equal(output, data * 2)\n    return ok, '' if ok else 'mismatch'\n"
+    ),
+    "ranks8_py": (
+        "import torch\n\n\ndef generate_input(world_size, rank, size, seed):\n"
+        "    return torch.ones(size)\n\n\n"
+        "def ref_kernel(data):\n    return data\n\n\n"
+        "def check_implementation(data, output):\n    return True, ''\n"
+    ),
+}
+SUBMISSIONS = {
+    "fnuz_py": "def custom_kernel(data):\n    return data.float() * 2\n",
+    "needs_pkg_py": "import helion_not_installed_here\n\n\ndef custom_kernel(data):\n    return data * 2\n",
+    "ranks8_py": "def custom_kernel(data):\n    return data\n",
+}
+COMPETITION = """name: sweepset
+description: the sweep's test problems
+deadline: "2031-06-30"
+problems:
+  - {directory: sweepset/fnuz_py, name: sweep_fnuz, gpus: [MI300]}
+  - {directory: sweepset/aiter_py, name: sweep_aiter, gpus: [MI355X]}
+  - {directory: sweepset/needs_pkg_py, name: sweep_needs_pkg, gpus: [B200]}
+  - {directory: sweepset/ranks8_py, name: sweep_ranks8, gpus: [MI300x8]}
+"""
+
+
+def sweep(*args: str) -> tuple[int, str, dict[str, dict], str]:
+    """Run the sweep on this machine's CPU; its exit status, output, rows and table."""
+    out = Path(args[args.index("--out") + 1])
+    done = subprocess.run(
+        [sys.executable, str(SWEEP), *args, "--gpus", "none"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    rows_file = out / "rows.jsonl"
+    rows = {}
+    if rows_file.exists():
+        for line in rows_file.read_text().splitlines():
+            row = json.loads(line)
+            rows[row["problem"]] = row
+    table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
+    return done.returncode, done.stdout + done.stderr, rows, table
+
+
+def table_row(table: str, problem: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(f"| {problem} |"))
+    return [cell.strip() for cell in line.strip("|").split(" | ")]
+
+
+@pytest.mark.runs_long
+def test_a_kernelbench_shaped_suite_is_judged_and_tabled(tmp_path):
+    level = tmp_path / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    for name, body in KERNELBENCH.items():
+        (level / name).write_text(KB_HEADER + body + KB_FOOTER)
+    out = tmp_path / "out"
+    code, output, rows, table = sweep(
+        "kernelbench", str(tmp_path / "KernelBench"), "--levels", "1", "--out", str(out)
+    )
+    assert set(rows) == {"kernelbench_l1_1_double", "kernelbench_l1_2_randomstate"}, output
+    row = rows["kernelbench_l1_1_double"]
+    assert row["status"] == "passed", (row, output)
+    assert row["candidate"] == "ModelNew = Model"
+    assert row["speedup"] > 0 and isinstance(row["tied"], bool), row
+    assert row["peak_gpu_bytes"] is None and row["wall_s"] > 0
+    cells = table_row(table, "kernelbench_l1_1_double")
+    assert cells[1] == "passed" and cells[2] in ("yes", "no") and cells[4] == "n/a", cells
+    assert cells[3].startswith(f"{row['speedup']:.3f}×"), cells
+    broken = rows["kernelbench_l1_2_randomstate"]
+    assert broken["status"] == "failed", (broken, output)
+    assert "differ" in broken["reason"] and "judge raised" not in broken["reason"], broken
+    assert table_row(table, "kernelbench_l1_2_randomstate")[1] == "failed"
+    # One progress line per problem, with counts and an ETA; the target line; the table.
+    assert output.count("ETA") == 2 and "[2/2 " in output, output
+    assert "Target (all but 0 pass and tie)" in table
+    assert code == 1  # the broken problem misses a target that allows no miss
+
+    # A second sweep over the same folder finds every row there and judges nothing.
+    code, output, again, _ = sweep(
+        "kernelbench",
+        str(tmp_path / "KernelBench"),
+        "--levels",
+        "1",
+        "--out",
+        str(out),
+        "--misses",
+        "1",
+    )
+    assert "2 done" in output and "ETA" not in output, output
+    assert again == rows
+    broken_only = "Target (all but 1 pass and tie)"
+    assert broken_only in (out / "table.md").read_text()
+
+
+@pytest.mark.runs_long
+def test_a_gpumode_shaped_problems_folder_says_why_each_problem_is_not_run(tmp_path):
+    problems = tmp_path / "problems"
+    shutil.copytree(SETX, problems)
+    for folder, reference in REFERENCES.items():
+        target = problems / "sweepset" / folder
+        target.mkdir(parents=True)
+        (target / "reference.py").write_text(reference)
+        multi = folder == "ranks8_py"
+        (target / "task.yml").write_text(
+            TASK_YML.format(
+                extra="multi_gpu: true\n" if multi else "",
+                case='"world_size": 8, ' if multi else "",
+            )
+        )
+        if folder in SUBMISSIONS:
+            (target / "submission.py").write_text(SUBMISSIONS[folder])
+    (problems / "sweepset.yaml").write_text(COMPETITION)
+    out = tmp_path / "out"
+    code, output, rows, table = sweep("gpumode", str(problems), "--mode", "test", "--out", str(out))
+    assert set(rows) == {
+        "scale_v1",
+        "negate_v1",
+        "sweep_fnuz",
+        "sweep_aiter",
+        "sweep_needs_pkg",
+        "sweep_ranks8",
+    }, output
+    for name in ("scale_v1", "negate_v1"):  # shipped submissions that run here
+        assert rows[name]["status"] == "passed", (rows[name], output)
+        assert rows[name]["candidate"] == "shipped submission.py"
+    needs_pkg = rows["sweep_needs_pkg"]
+    assert needs_pkg["status"] == "passed", (needs_pkg, output)
+    assert needs_pkg["candidate"] == (
+        "reference as custom_kernel (submission.py imports helion_not_installed_here, "
+        "not installed)"
+    )
+    fnuz = rows["sweep_fnuz"]
+    assert fnuz["status"] == "not_run", (fnuz, output)
+    assert fnuz["reason"].startswith("AMD-only: uses float8_e4m3fnuz"), fnuz
+    # The judge's own message says so (pytest users see the same), with what raised.
+    assert (
+        "reference cannot run"
+        in json.loads((out / "records" / "sweep_fnuz.json").read_text())["cases"][0]["message"]
+    )
+    aiter = rows["sweep_aiter"]
+    assert aiter["status"] == "not_run" and aiter["reason"].startswith("AMD-only: uses aiter")
+    ranks8 = rows["sweep_ranks8"]
+    assert ranks8["status"] == "not_run" and "needs 8 GPUs" in ranks8["reason"], ranks8
+    assert table_row(table, "sweep_ranks8")[1] == "not_run"
+    assert "or GPU count): met" in table
+    assert code == 0, output
+
+
+H100 = Device("NVIDIA", "NVIDIA H100 80GB HBM3", "sm_90")
+B200 = Device("NVIDIA", "NVIDIA B200", "sm_100")
+MI300 = Device("AMD", "AMD Instinct MI300X", "gfx942")
+
+
+@pytest.mark.parametrize(
+    ("texts", "declared", "device", "expected"),
+    [
+        (
+            ["NotImplementedError: \"add_stub\" not implemented for 'Float8_e4m3fnuz'"],
+            (),
+            H100,
+            "AMD-only: uses float8_e4m3fnuz; this GPU is NVIDIA H100 80GB HBM3 (sm_90)",
+        ),
+        (["x.to(torch.float8_e4m3fnuz)"], ("MI300",), MI300, None),
+        (
+            ["ModuleNotFoundError: No module named 'aiter'"],
+            (),
+            Device(""),
+            "AMD-only: uses aiter (AMD's ROCm kernels); this machine has no GPU",
+        ),
+        (
+            ["CUBLAS_STATUS_NOT_SUPPORTED", "a = a.view(torch.float4_e2m1fn_x2)"],
+            ("NVIDIA",),
+            H100,
+            "needs sm_100 (Blackwell): uses float4_e2m1fn_x2; "
+            "this GPU is NVIDIA H100 80GB HBM3 (sm_90)",
+        ),
+        (["a = a.view(torch.float4_e2m1fn_x2)"], ("B200",), B200, None),
+        (
+            ["RuntimeError: no kernel image"],
+            ("MI300x8",),
+            H100,
+            "AMD-only: ranks on MI300x8; this GPU is NVIDIA H100 80GB HBM3 (sm_90)",
+        ),
+        (
+            ["RuntimeError: no kernel image"],
+            ("B200_Nebius",),
+            H100,
+            "needs sm_100 (Blackwell): ranks on B200_Nebius; "
+            "this GPU is NVIDIA H100 80GB HBM3 (sm_90)",
+        ),
+        (["RuntimeError: no kernel image"], ("H100", "MI300"), H100, None),
+        (["RuntimeError: shapes do not match"], (), H100, None),
+    ],
+)
+def test_the_hardware_a_failure_needs_is_named(texts, declared, device, expected):
+    assert hardware_note(texts, declared, device) == expected
+
+
+def test_blackwell_is_compute_capability_10_and_up():
+    assert B200.blackwell and Device("NVIDIA", "RTX", "sm_120").blackwell
+    assert not H100.blackwell and not MI300.blackwell and not Device("").blackwell
