@@ -115,6 +115,8 @@ class WorkerProcess:
         env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
         if warm_profiler:
             env[WARM_PROFILER_VARIABLE] = "1"
+        if device is None:
+            _see_own_gpu(env)
         self.process: subprocess.Popen | forked.ForkedProcess | None = None
         self._env, self._child_end, self._parent_end = env, child_end, parent_end
         if spawn:
@@ -572,3 +574,15 @@ def _see_leased_gpus(ranks: list[WorkerProcess], world_size: int) -> None:
     leased = ",".join(visible.split(",")[:world_size])
     for rank in ranks:
         rank._env["CUDA_VISIBLE_DEVICES"] = leased
+
+
+def _see_own_gpu(env: dict[str, str]) -> None:
+    """A single-GPU worker sees the judge's own GPU alone (the judge's cuda:0, first in its
+    numbering). With more in view, a library that starts every GPU it sees (JAX does) leaves
+    the current device on the last, and torch then refuses to hand cuda:0 tensors over DLPack
+    ("Expected: 0. Current device: 3"). A numbering that hides every GPU stays as it is."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        env["CUDA_VISIBLE_DEVICES"] = "0"
+    elif visible.strip():
+        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip()
