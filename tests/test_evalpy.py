@@ -212,3 +212,19 @@ def test_a_crashing_eval_py_names_the_exit(tmp_path):
     outcome = run.outcome(TEST, 0, use_cuda=False)
     assert (run.returncode, outcome.status) == (3, "crashed")
     assert "eval.py exited with code 3" in outcome.message
+
+
+def test_kernelboard_judge_judges_an_eval_py_leaderboard():
+    """The batch judge takes an eval.py folder like any other: its reference.py (no
+    generate_input, ref_kernel or check_implementation) is never imported as a reference."""
+    from pytest_kernelboard.batch import Candidate, judge_many
+
+    solutions = EVALPY / "leaderboards" / "fwdbwd" / "solutions"
+    candidates = [
+        Candidate("good.py", (solutions / "correct" / "submission.py").read_text()),
+        Candidate("bad.py", (solutions / "wrong" / "submission.py").read_text()),
+    ]
+    records = {r["id"]: r for r in judge_many("fwdbwd", candidates, root=EVALPY)}
+    assert records["good.py"]["status"] == "passed", records["good.py"]["message"]
+    assert records["bad.py"]["status"] == "failed"
+    assert "backward output differs" in records["bad.py"]["message"]

@@ -190,7 +190,8 @@ class BatchJudge:
         # Benchmark mode on a GPU takes a kernel census of every candidate (only library
         # kernels?): its workers start the profiler while they start, off the critical path.
         self.session.pool.warm_profiler = mode == "benchmark" and self.session.use_cuda
-        self.session.modules(task)  # imported once, here, before any thread looks ahead
+        if not is_evalpy_task(task):  # an eval.py folder's reference.py is its own business
+            self.session.modules(task)  # imported once, here, before any thread looks ahead
         self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
         self._count = 0
 
