@@ -177,3 +177,16 @@ def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
         judge.combined("b")
     judge.publish("b", "x", [timing(1.0)] * 2)
     assert sent[0]["type"] == "reference_share" and sent[0]["workers"] == [1, 3]
+
+
+def test_a_multi_gpu_leaderboard_is_judged_by_one_judge_that_sees_every_gpu_named():
+    """Each GPU gets a judge of its own, but a multi-GPU leaderboard's cases take all the GPUs
+    named: pinned one each, every case read "needs 2 GPUs; this host has 1"."""
+    from pytest_kernelboard.batch.judge import gpu_groups
+    from pytest_kernelboard.spec.task import load_task
+
+    leaderboards = Path(__file__).resolve().parents[1] / "leaderboards"
+    assert gpu_groups(load_task(leaderboards / "allreduce_scale" / "task.yml"), [1, 2, 3]) == [
+        [1, 2, 3]
+    ]
+    assert gpu_groups(load_task(leaderboards / "vectoradd" / "task.yml"), [0, 1]) == [[0], [1]]

@@ -59,7 +59,7 @@ def judge_on_gpus(
     candidates: Sequence[Candidate],
     mode: str,
     root: Path,
-    gpus: Sequence[int],
+    gpus: Sequence[Sequence[int]],
     excessive_speedup: float,
     profile: bool = False,
     progress: Progress | None = None,
@@ -68,9 +68,9 @@ def judge_on_gpus(
     processes = []
     # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
     inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    for slot, gpu in enumerate(gpus):
-        physical = inherited[gpu] if gpu < len(inherited) else str(gpu)
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": physical}
+    for slot, group in enumerate(gpus):
+        physical = [inherited[gpu] if gpu < len(inherited) else str(gpu) for gpu in group]
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(physical)}
         process = subprocess.Popen(
             [sys.executable, "-m", GPU_JUDGE, leaderboard, mode, str(root), str(excessive_speedup)]
             + ["--share", f"{slot}/{len(gpus)}"]
@@ -112,7 +112,7 @@ def judge_on_gpus(
                 for other in range(len(processes)):
                     tell(other, combined)
         elif kind == PHASE and progress is not None:
-            progress.phase(f"judge {slot} (GPU {gpus[slot]})", phase_line(message))
+            progress.phase(f"judge {slot} (GPU {_names(gpus[slot])})", phase_line(message))
 
     readers = [threading.Thread(target=read, args=(s,), daemon=True) for s in range(len(gpus))]
     for reader in readers:
@@ -130,7 +130,7 @@ def judge_on_gpus(
                 ended.add(slot)
                 waiting.extendleft(reversed(assigned[slot]))
                 assigned[slot].clear()
-                for failed in combiner.end(slot, gpus[slot]):
+                for failed in combiner.end(slot, _names(gpus[slot])):
                     for other in range(len(processes)):
                         tell(other, failed)
                 for other in range(len(processes)):
@@ -189,13 +189,17 @@ class _Combiner:
             progress.case_timed(message["label"], reference_line(chosen, relative_spread))
         return [{"type": REFERENCE, "case": key, "timing": chosen}]
 
-    def end(self, judge: int, gpu: int) -> list[dict[str, Any]]:
+    def end(self, judge: int, gpu: str) -> list[dict[str, Any]]:
         """A judge ended mid-batch: a case it had a share of and did not send can never be
         combined; every case not yet combined fails, for every judge alike."""
         if judge not in self.dealt or self.broken is not None:
             return []
         self.broken = f"the judge on GPU {gpu} ended before its share of the reference's timing"
         return [{"type": REFERENCE, "case": None, "error": self.broken}]
+
+
+def _names(group: Sequence[int]) -> str:
+    return ", ".join(str(gpu) for gpu in group)
 
 
 def phase_line(message: dict[str, Any]) -> str:

@@ -112,9 +112,18 @@ def judge_many(
         return
     from .fanout import judge_on_gpus  # one judge process per GPU
 
+    groups = gpu_groups(task, devices)
     yield from judge_on_gpus(
-        task.name, candidates, mode, root, devices, excessive_speedup, profile, progress
+        task.name, candidates, mode, root, groups, excessive_speedup, profile, progress
     )
+
+
+def gpu_groups(task: TaskSpec, devices: Sequence[int]) -> list[list[int]]:
+    """The GPUs each judge process sees: one each, except on a multi-GPU leaderboard, whose
+    cases take every GPU named (its ranks on cuda:0..W-1 of them): one judge sees them all."""
+    if task.multi_gpu and len(devices) > 1:
+        return [list(devices)]
+    return [[device] for device in devices]
 
 
 def visible_gpus() -> list[int]:
