@@ -454,23 +454,23 @@ def test_a_cases_ranks_see_only_the_gpus_it_leased() -> None:
     ranks see GPUs 2 and 0 alone (rank r still cuda:r); without a numbering nothing is set."""
     import types
 
-    from pytest_kernelboard.supervisor import client
+    from pytest_kernelboard.supervisor import launch
 
-    ranks = [types.SimpleNamespace(_env={"CUDA_VISIBLE_DEVICES": "2,0,1,3"}) for _ in range(2)]
-    client._see_leased_gpus(ranks, 2)
-    assert [rank._env["CUDA_VISIBLE_DEVICES"] for rank in ranks] == ["2,0", "2,0"]
-    alone = [types.SimpleNamespace(_env={})]
-    client._see_leased_gpus(alone, 1)
-    assert "CUDA_VISIBLE_DEVICES" not in alone[0]._env
+    ranks = [types.SimpleNamespace(env={"CUDA_VISIBLE_DEVICES": "2,0,1,3"}) for _ in range(2)]
+    launch.see_leased_gpus(ranks, 2)
+    assert [rank.env["CUDA_VISIBLE_DEVICES"] for rank in ranks] == ["2,0", "2,0"]
+    alone = [types.SimpleNamespace(env={})]
+    launch.see_leased_gpus(alone, 1)
+    assert "CUDA_VISIBLE_DEVICES" not in alone[0].env
 
 
 def test_a_single_gpu_worker_sees_the_judges_own_gpu_alone() -> None:
     """gw2 numbers its GPUs 2,0,1,3: a submission's worker sees GPU 2 alone (a library that
     starts every visible GPU must not move the current device off the judge's); without a
     numbering, the judge's cuda:0; a numbering that hides every GPU stays."""
-    from pytest_kernelboard.supervisor import client
+    from pytest_kernelboard.supervisor import launch
 
     for judge, worker in (("2,0,1,3", "2"), (None, "0"), ("", "")):
         env = {} if judge is None else {"CUDA_VISIBLE_DEVICES": judge}
-        client._see_own_gpu(env)
+        launch.see_own_gpu(env)
         assert env["CUDA_VISIBLE_DEVICES"] == worker

@@ -21,7 +21,8 @@ from pytest_kernelboard.pr import pipeline
 from pytest_kernelboard.spec.cases import TEST, Case
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.supervisor import sandbox, wire
-from pytest_kernelboard.supervisor.client import Launcher, WorkerProcess
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.launch import Launcher
 from pytest_kernelboard.supervisor.pool import WorkerPool
 
 ADDONE = Path(__file__).parent / "fixtures" / "core" / "leaderboards" / "addone" / "task.yml"

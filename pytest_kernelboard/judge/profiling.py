@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import KernelboardError
 from ..names import slug
-from ..supervisor.client import Launcher
+from ..supervisor.launch import Launcher
 
 NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
 # Raw-page metric -> summary key. Units are converted where a duration is involved.

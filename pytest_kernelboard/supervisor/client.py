@@ -1,45 +1,27 @@
-"""The judge's handle on one worker process: spawn, request, wait with a deadline, kill."""
+"""The judge's handle on one worker process: a request with its deadline, its reply read as
+untrusted data, kill. How the process starts is supervisor/launch.py's."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 import pickle
 import shutil
 import signal
-import socket
-import struct
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..channel import protocol, scrubbing, transport, window
-from ..channel.cage import LIMITS_VARIABLE, WARM_PROFILER_VARIABLE
 from ..channel.protocol import Op
-from . import forked, pickles, sandbox, shm_manager, wire
+from . import failures, forked, pickles, wire
 from .crossing import TensorCrossing
-from .environment import cache_dirs, default_cache_dir, worker_environment
 from .failures import ImportStalled, WorkerFailure, failure_of
 from .host_waits import HostWaitMeter
+from .launch import SEND_TIMEOUT_S, Launcher, WorkerLaunch, start_case
 from .stall import ImportWatch, import_watch
-
-LOG_TAIL_CHARS = 2000
-NCCL_LOG_NAME = "nccl.log"
-SEND_TIMEOUT_S = 120
-
-
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
 
 
 @dataclass
@@ -58,20 +40,9 @@ class Reply:
     host_wait_us: float = 0.0
 
 
-@dataclass(frozen=True)
-class Launcher:
-    """A command the worker starts under: a profiler. It runs inside the sandbox with its
-    target, because across the sandbox's namespaces Nsight Compute never reaches the process
-    it launched (it waits for it forever). `tool_dir` is bound read-only there, `output_dir`
-    writable (where the profiler writes its report)."""
-
-    command: tuple[str, ...]
-    tool_dir: Path
-    output_dir: Path
-
-
 class WorkerProcess:
-    """A spawned (never forked) Python process that imports and runs one submission."""
+    """The judge's handle on one worker process, which imports and runs one submission: started
+    on construction (supervisor/launch.py), then talked to by requests until killed."""
 
     def __init__(
         self,
@@ -81,7 +52,8 @@ class WorkerProcess:
         host_network: bool = False,
         warm_profiler: bool = False,
         device: int | None = None,
-        spawn: bool = True,
+        *,
+        launched: WorkerLaunch | None = None,
     ):
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
@@ -89,179 +61,34 @@ class WorkerProcess:
         warm_profiler: start torch's profiler once while starting (seconds, off anyone's
         critical path), so a later kernel census costs milliseconds (the batch judge's).
         device: the GPU its CUDA tensors live on (a rank's); None: the judge's current one.
-        spawn: False leaves the start to the caller (case_ranks: one sandbox for all ranks)."""
-        self.host_network = host_network
-        self.device = device
-        self.nccl_log: Path | None = None  # a rank's NCCL log, where the judge can read it
-        self.launcher = launcher
-        self.cache_dir = cache_dir or default_cache_dir()
-        self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
-        self.log_path = self.home / "output.log"
-        self.sandboxed = sandbox.enabled() if sandboxed is None else sandboxed
+        launched: a worker already started (a case's rank, case_ranks); it has the others."""
+        if launched is None:
+            launched = WorkerLaunch(
+                cache_dir, launcher, sandboxed, host_network, warm_profiler, device
+            )
+            launched.start()
+        self.launcher = launched.launcher
+        self.sandboxed = launched.sandboxed
+        self.device = launched.device
+        self.process, self.conn = launched.process, launched.conn
+        self.home, self.log_path = launched.home, launched.log_path
+        self.stage_slot = launched.stage_slot  # where load() stages inside the sandbox
+        self.outbox = launched.outbox  # a host folder the sandboxed worker may write to
+        self.nccl_log = launched.nccl_log  # a rank's NCCL log, where the judge can read it
         # How its tensors cross: the CUDA transport, the device windows, in-place replies.
-        self.crossing = TensorCrossing(device, self.sandboxed, self.request, session_transport)
+        self.crossing = TensorCrossing(self.device, self.sandboxed, self.request, session_transport)
+        # The leaderboard's own modules, by name: their classes cross by name both ways.
+        self.trusted: dict[str, ModuleType] = {}
         self.peak_bytes = 0  # the most device memory its replies said it held (memory budget)
         self.sent_at = 0.0  # when the last request's bytes went out (time.perf_counter)
         self._host_waits: HostWaitMeter | None = None  # made by the first request that asks
-        self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self._staged_from: Path | None = None
-        self.outbox: Path | None = None  # a host folder the sandboxed worker may write to
-        parent_end, child_end = socket.socketpair()
-        # A worker that stops reading cannot block the judge's send for longer than this.
-        parent_end.setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_S, 0)
-        )
-        env = worker_environment(os.environ, self.home, self.cache_dir)
-        env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
-        if warm_profiler:
-            env[WARM_PROFILER_VARIABLE] = "1"
-        if device is None:
-            _see_own_gpu(env)
-        self.process: subprocess.Popen | forked.ForkedProcess | None = None
-        self._env, self._child_end, self._parent_end = env, child_end, parent_end
-        if spawn:
-            if self.sandboxed and launcher is None:
-                self.process = self._forked()
-            if self.process is None:
-                self._start(env, child_end)
-            self._started()
-
-    def _started(self) -> None:
-        """What follows the start, however the process was started."""
-        self._child_end.close()
-        # Only now: this imports torch (seconds), which the worker's own start-up overlaps.
-        shm_manager.share_through_files()
-        if self.sandboxed:
-            shm_manager.shm_manager_dir()  # the manager's socket goes where the sandbox already binds
-        self.conn = Connection(self._parent_end.detach())
-        # The leaderboard's own modules, by name: their classes cross by name both ways.
-        self.trusted: dict[str, ModuleType] = {}
 
     @classmethod
     def case_ranks(cls, world_size: int, launcher: Launcher | None = None) -> list[WorkerProcess]:
-        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r. Sandboxed, they
-        are forked into one set of namespaces of their own (worker/zygote.py): what NCCL's
-        fast transports and CUDA IPC between ranks need, apart from the judge and every other
-        case. Where there is no zygote, each starts in a sandbox of its own on the host's
-        network (collectives work; CUDA IPC between ranks does not)."""
-        ranks = [cls(launcher=launcher, device=r, spawn=False) for r in range(world_size)]
-        first = ranks[0]
-        zygote = None
-        if first.sandboxed and launcher is None:
-            zygote = forked.zygote_for(
-                cache_dirs(first._env), shm_manager.shm_manager_folders(), first._zygote_env()
-            )
-        _see_leased_gpus(ranks, world_size)
-        if zygote is not None:
-            try:
-                with contextlib.ExitStack() as logs:
-                    members = [
-                        dataclasses.replace(
-                            rank._member(zygote),
-                            log_fd=logs.enter_context(open(rank.log_path, "wb")).fileno(),
-                        )
-                        for rank in ranks
-                    ]
-                    processes = zygote.spawn_case(members)
-                for rank, process in zip(ranks, processes, strict=True):
-                    rank.process = process
-            except forked.ZygoteUnavailable as exc:
-                forked.give_up(zygote, str(exc))
-                for rank in ranks:
-                    rank._forget_pool_folders()
-        for rank in ranks:
-            if rank.process is None:
-                if not rank.sandboxed:
-                    rank._log_nccl_to(rank.home)
-                rank.host_network = rank.sandboxed
-                rank._start(rank._env, rank._child_end)
-            rank._started()
-        return ranks
-
-    def _log_nccl_to(self, folder: Path) -> None:
-        """NCCL's own log (which transport joins the ranks) into a file the judge can read,
-        apart from the worker's output; a NCCL_DEBUG of the judge's own environment wins."""
-        if "NCCL_DEBUG" not in self._env:
-            self.nccl_log = folder / NCCL_LOG_NAME
-            self._env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=str(self.nccl_log))
-
-    def _zygote_env(self) -> dict[str, str]:
-        return {k: v for k, v in self._env.items() if k != LIMITS_VARIABLE}
-
-    def _member(self, zygote: forked.Zygote) -> forked.Member:
-        """This worker as the zygote forks it: its slot and outbox made in the zygote's pool."""
-        self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-", dir=zygote.pool))
-        self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-", dir=zygote.pool))
-        self._env["TMPDIR"] = str(self.outbox)
-        if self.device is not None:
-            self._log_nccl_to(self.outbox)
-        return forked.Member(
-            self._child_end.fileno(), -1, self._env, self.home, self.stage_slot, self.outbox
-        )
-
-    def _forget_pool_folders(self) -> None:
-        for folder in (self.stage_slot, self.outbox):
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
-        self.stage_slot = self.outbox = None
-
-    def _forked(self) -> Any:
-        """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
-        own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
-        caches = cache_dirs(self._env)
-        zygote = forked.zygote_for(
-            caches, shm_manager.shm_manager_folders(), self._zygote_env(), self.host_network
-        )
-        if zygote is None:
-            return None
-        member = self._member(zygote)
-        try:
-            with open(self.log_path, "wb") as log:
-                return zygote.spawn(dataclasses.replace(member, log_fd=log.fileno()))
-        except forked.ZygoteUnavailable as exc:
-            forked.give_up(zygote, str(exc))
-            self._forget_pool_folders()
-            return None
-
-    def _start(self, env: dict[str, str], child_end: socket.socket) -> None:
-        """The worker started as a process of its own (under bwrap where sandboxed)."""
-        launcher = self.launcher
-        cage = self._cage(env) if self.sandboxed else []
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    *cage,
-                    *(launcher.command if launcher else ()),
-                    sys.executable,
-                    "-m",
-                    "pytest_kernelboard.worker.main",
-                    str(child_end.fileno()),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self.home,
-                pass_fds=(child_end.fileno(),),  # the only descriptor it inherits
-                start_new_session=True,  # its own process group: a kill takes its children too
-            )
-
-    def _cage(self, env: dict[str, str]) -> list[str]:
-        """The bwrap prefix; the submission is staged later into a slot bound from the start."""
-        self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-"))
-        # The worker's own shm manager socket lands in its TMPDIR: a host folder the judge sees.
-        self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-"))
-        env["TMPDIR"] = str(self.outbox)
-        caches = cache_dirs(env)
-        # The judge's shm manager socket: in a folder made now, filled once torch starts it.
-        exchange = [self.outbox, *shm_manager.shm_manager_folders()]
-        tools = []
-        if self.launcher is not None:
-            tools.append(self.launcher.tool_dir)
-            exchange.append(self.launcher.output_dir)
-        return sandbox.bwrap_command(
-            self.home, self.stage_slot, caches, exchange, self.host_network, tools
-        )
+        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r, started together
+        (launch.start_case: one sandbox for all ranks where there is a zygote)."""
+        return [cls(launched=rank) for rank in start_case(world_size, launcher)]
 
     @property
     def alive(self) -> bool:
@@ -477,25 +304,13 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             returncode = self.process.returncode
-        if returncode is not None and self.sandboxed and returncode > 128:
-            returncode = 128 - returncode  # bwrap reports a signal death as 128 + signal
-        if returncode is not None and returncode < 0:
-            what = f"the worker was killed by {_signal_name(returncode)}"
-        else:
-            what = f"the worker exited with code {returncode}"
         note = self._log_note()
         self.kill()
-        return WorkerFailure("crashed", what + note)
+        return failures.died(returncode, self.sandboxed, note)
 
     def output_tail(self) -> str:
-        """The log's last lines; only its tail is read, however much the worker wrote."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(max(log.seek(0, os.SEEK_END) - 4 * LOG_TAIL_CHARS, 0))
-                text = log.read().decode(errors="replace")
-        except OSError:
-            return ""
-        return self._judge_paths(text[-LOG_TAIL_CHARS:].strip())
+        """The log's last lines, with the sandbox's paths as the judge's."""
+        return self._judge_paths(failures.output_tail(self.log_path))
 
     def _log_note(self) -> str:
         tail = self.output_tail()
@@ -561,28 +376,3 @@ def session_transport() -> str:
         finally:
             probe.close()
     return _SESSION_TRANSPORT
-
-
-def _see_leased_gpus(ranks: list[WorkerProcess], world_size: int) -> None:
-    """Under `pytest -n` the judge sees its own GPU first, then the host's others
-    (plugin/xdist_gpus.py), and leases the first `world_size` of them for a multi-GPU case
-    (judge/gpu_lease.py): its ranks see those alone, so none can reach a GPU another judge is
-    timing on. Rank r is still cuda:r. Without a numbering of the judge's own, nothing changes."""
-    visible = ranks[0]._env.get("CUDA_VISIBLE_DEVICES")
-    if not visible:
-        return
-    leased = ",".join(visible.split(",")[:world_size])
-    for rank in ranks:
-        rank._env["CUDA_VISIBLE_DEVICES"] = leased
-
-
-def _see_own_gpu(env: dict[str, str]) -> None:
-    """A single-GPU worker sees the judge's own GPU alone (the judge's cuda:0, first in its
-    numbering). With more in view, a library that starts every GPU it sees (JAX does) leaves
-    the current device on the last, and torch then refuses to hand cuda:0 tensors over DLPack
-    ("Expected: 0. Current device: 3"). A numbering that hides every GPU stays as it is."""
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        env["CUDA_VISIBLE_DEVICES"] = "0"
-    elif visible.strip():
-        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip()

@@ -1,12 +1,17 @@
 """Why a request to a worker produced no reply, as the judge tells it: the worker raised, died,
-or ran out of time."""
+or ran out of time; a dead worker's exit status and the last lines of its output."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 from ..channel import protocol
 from ..channel.protocol import ErrorKind
+
+LOG_TAIL_CHARS = 2000
 
 
 class WorkerFailure(Exception):
@@ -51,3 +56,33 @@ def failure_of(reply: dict[str, Any], message: str) -> WorkerFailure:
     crashed and timeout are the judge's verdicts; the reply's kind says what the error was."""
     kind = protocol.error_kind(reply)
     return WorkerFailure("error", message, kind, reply.get("exception"), reply.get("module"))
+
+
+def died(returncode: int | None, sandboxed: bool, note: str) -> WorkerFailure:
+    """A dead worker's failure: the signal that killed it or its exit code, then `note` (the
+    last lines of its output)."""
+    if returncode is not None and sandboxed and returncode > 128:
+        returncode = 128 - returncode  # bwrap reports a signal death as 128 + signal
+    if returncode is not None and returncode < 0:
+        what = f"the worker was killed by {_signal_name(returncode)}"
+    else:
+        what = f"the worker exited with code {returncode}"
+    return WorkerFailure("crashed", what + note)
+
+
+def output_tail(log_path: Path) -> str:
+    """A worker log's last lines; only its tail is read, however much the worker wrote."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - 4 * LOG_TAIL_CHARS, 0))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return text[-LOG_TAIL_CHARS:].strip()
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .client import Launcher, WorkerProcess
+from .client import WorkerProcess
+from .launch import Launcher
 from .pausing import resume
 
 
