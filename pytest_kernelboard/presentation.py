@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .stats.scoring import rank_us, speedup, tied
+from .stats.speed_of_light import COMM_KEY, comm_speed_of_light
 
 MISSING = "—"
 TIE = "tie"
@@ -151,11 +152,43 @@ def fmt_timed_case(
     text = f"{statistic_of(timing)} {fmt_us(value)}"
     if one_call(timing):
         if budget_s is not None and stop_reason == "time_budget":
-            return f"{text} (1 call in the {budget_s:g} s budget: no interval)"
-        return f"{text} ({NO_INTERVAL})"
-    if ci:
+            text += f" (1 call in the {budget_s:g} s budget: no interval)"
+        else:
+            text += f" ({NO_INTERVAL})"
+    elif ci:
         text += f" (95% interval {fmt_interval(ci)})"
-    return text
+    comm = fmt_comm_speed_of_light(timing)
+    return f"{text}; {comm}" if comm else text
+
+
+def fmt_comm_speed_of_light(timing: Mapping[str, Any]) -> str:
+    """A multi-GPU case's communication ceiling and the share of it the case reached:
+    'communication ceiling 41.2 µs (all-reduce of 4 MiB on 2 ranks, bus 152 GB/s): 87% of
+    light'; '' for a case without one."""
+    ceiling = timing.get(COMM_KEY)
+    if not isinstance(ceiling, Mapping):
+        return ""
+    return (
+        f"communication ceiling {fmt_us(ceiling.get('ceiling_us'))} (all-reduce of "
+        f"{fmt_bytes(ceiling.get('comm_bytes'))} on {ceiling.get('world_size')} ranks, bus "
+        f"{fmt_gbps(ceiling.get('bus_gbps'))}): "
+        f"{fmt_speed_of_light(comm_speed_of_light(timing))} of light"
+    )
+
+
+def fmt_bytes(value: float | None) -> str:
+    """A byte count in binary units: '512 B', '16 KiB', '4 MiB', '1.5 GiB'."""
+    if not _finite(value):
+        return MISSING
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.4g} {unit}"
+    return f"{value:.0f} B"
+
+
+def fmt_gbps(value: float | None) -> str:
+    """A bandwidth in GB/s (1e9 bytes/s), 3 significant digits: '152 GB/s', '0.0412 GB/s'."""
+    return f"{value:.3g} GB/s" if _finite(value) else MISSING
 
 
 def fmt_progress(n: int, median_us: float, relative_halfwidth: float) -> str:

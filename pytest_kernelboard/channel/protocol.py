@@ -34,6 +34,7 @@ class Op(enum.StrEnum):
     CALIBRATE = "calibrate"  # the harness's own overhead on empty calls, and the pre-roll
     PROFILE = "profile"  # one call inside a profiling range
     INIT_GROUP = "init_group"  # join a multi-GPU case's process group (worker/ranks.py)
+    CEILING = "ceiling"  # all-reduces of a case's bytes over the group, timed (worker/ranks.py)
     ECHO = "echo"  # the transport probe: data + 1 back (channel/transport.py)
     EXIT = "exit"  # a polite exit; the judge kills the process group anyway
     WINDOW = "window"  # map the judge's device window; its descriptor follows the frame
@@ -148,6 +149,12 @@ class InitGroupRequest(TypedDict):
     group_timeout_s: float
 
 
+class CeilingRequest(TypedDict):
+    nbytes: int  # the bytes each rank all-reduces
+    warmup: int  # untimed all-reduces first (the same count on every rank: they are collective)
+    repetitions: int  # timed all-reduces, one sample each
+
+
 class EchoRequest(TypedDict):
     data: Any
 
@@ -167,6 +174,7 @@ REQUESTS: dict[Op, type | None] = {
     Op.CALIBRATE: CalibrateRequest,
     Op.PROFILE: ProfileRequest,
     Op.INIT_GROUP: InitGroupRequest,
+    Op.CEILING: CeilingRequest,
     Op.ECHO: EchoRequest,
     Op.EXIT: None,
     Op.WINDOW: WindowRequest,
@@ -201,6 +209,8 @@ REPLY_KEYS: dict[str, dict[str, Any]] = {
         "preroll_us": NUMBER,
     },
     Op.INIT_GROUP.value: {"rank": int, "world_size": int, "backend": str},
+    # samples_us: each timed all-reduce's microseconds on this rank, in order
+    Op.CEILING.value: {"samples_us": list, "clock": str},
     Op.ECHO.value: {"output": object},
     Op.EXIT.value: {},
     Op.WINDOW.value: {},

@@ -16,6 +16,10 @@ inputs in a second, trusted rank group and, while it calls `check_implementation
 
 Timing reuses measure.CaseTimer: its request function fans one timed call out to all ranks
 (each starts with a barrier, worker/ranks.py); the call's time is the slowest rank's.
+
+Communication ceiling: once a case is timed, trusted ranks (the reference's) time an all-reduce
+of the bytes one rank reads, on the same GPUs and links, once per size and judge process: what
+a communication-bound case cannot beat by much (stats/speed_of_light.py, docs/timing.md).
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ from ..channel.cloning import clone_data
 from ..channel.protocol import ErrorKind, Op
 from ..spec.cases import Case
 from ..spec.task import TaskSpec
-from ..stats.floors import clock_drop_flag
+from ..stats.floors import clock_drop_flag, io_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
+from ..stats.speed_of_light import COMM_KEY, comm_ceiling
 from ..supervisor.client import Reply, WorkerProcess
 from ..supervisor.failures import WorkerFailure, failure_of
 from ..supervisor.pool import WorkerPool
@@ -58,6 +63,13 @@ PORT_ATTEMPTS = 3
 # A peer's death reaches a rank's collective (its sockets close) a moment before the process
 # reads as exited; an error reply waits this long for a dying peer before it is the blame.
 PEER_DEATH_GRACE_S = 0.5
+# The communication ceiling's all-reduces: untimed ones first (NCCL sets up its channels and
+# buffers for a size on its first calls), then the timed ones whose median is the ceiling.
+CEILING_WARMUP = 3
+CEILING_REPETITIONS = 10
+# Ceilings measured in this judge process, by (backend, world_size, bytes): the host's links do
+# not change within a run, so a size is measured once, whoever times a case of it next.
+_ceilings: dict[tuple[str, int, int], dict[str, Any] | None] = {}
 
 
 def free_port() -> int:
@@ -283,9 +295,8 @@ class ReferenceRanks:
         self._group: RankGroup | None = None
         self._stage: Path | None = None
 
-    def outputs(self, pristine: list[Any]) -> list[Any]:
-        """Every rank's reference output on (copies of) these inputs."""
-        world_size = len(pristine)
+    def group(self, world_size: int) -> RankGroup:
+        """The reference's ranks for this world_size, started (again) when needed."""
         group = self._group
         if group is None or not group.alive or group.world_size != world_size:
             if group is not None:
@@ -301,7 +312,11 @@ class ReferenceRanks:
                 self.task.test_timeout,
                 self.modules.trusted_modules(),
             )
-        replies = group.request(
+        return group
+
+    def outputs(self, pristine: list[Any]) -> list[Any]:
+        """Every rank's reference output on (copies of) these inputs."""
+        replies = self.group(len(pristine)).request(
             Op.CALL, self.task.test_timeout, per_rank=[{"data": copy.deepcopy(p)} for p in pristine]
         )
         return [copy.deepcopy(reply.payload["output"]) for reply in replies]
@@ -402,10 +417,15 @@ class DistributedJudge(SubmissionJudge):
                 raise
         return inputs
 
+    @property
+    def judges_reference(self) -> bool:
+        """Whether this judge's own ranks run the reference (trusted code)."""
+        return self.submission is None and self.entry == "ref_kernel"
+
     def check_ranks(self, pristine: list[Any], outputs: list[Any]) -> tuple[bool, str]:
         """check_implementation on every rank, its ref_kernel answered by the reference ranks."""
         world_size = len(pristine)
-        if self.submission is None and self.entry == "ref_kernel":
+        if self.judges_reference:
             expected = outputs  # judging the reference itself: its ranks are the reference ranks
         else:
             expected = self.reference_ranks.outputs(pristine)
@@ -451,6 +471,7 @@ class DistributedJudge(SubmissionJudge):
             self._calibration["preroll_us"] = preroll_for(self._calibration)
         preroll_us = preroll_for(self._calibration)
         per_call: list[list[float]] = []  # every call's device time on each rank
+        comm_bytes: list[int] = []  # the bytes one rank reads, from the first call
 
         def request_time(
             data: list[Any], flush_bytes: int, remaining_s: float, warm: bool = False
@@ -468,6 +489,13 @@ class DistributedJudge(SubmissionJudge):
                 )
             ]
             per_call.append([r["device_us"] for r in replies])
+            if not comm_bytes:  # as the bandwidth floor counts them: an output passed in is
+                comm_bytes.append(  # written, not read
+                    max(
+                        io_bytes(d, r["output"], r.get("aliased_bytes"))[0]
+                        for d, r in zip(data, replies, strict=True)
+                    )
+                )
             return {
                 "output": [clone_data(r["output"]) for r in replies],  # the judge's own
                 "device_us": max(r["device_us"] for r in replies),  # the slowest rank's
@@ -497,7 +525,43 @@ class DistributedJudge(SubmissionJudge):
                 drop = clock_drop_flag(before, after)
                 if drop and index > 0:  # GPU 0's drop is already flagged by the CaseTimer
                     measurement.flags.append(f"GPU {index}: clocks dropped during the case: {drop}")
+        if comm_bytes:
+            try:
+                ceiling = self.comm_ceiling(world_size, comm_bytes[0])
+            except WorkerFailure as failure:  # the reference's ranks failed: the case stands
+                first = (str(failure).splitlines() or [""])[0]
+                measurement.flags.append(f"the communication ceiling was not measured: {first}")
+                ceiling = None
+            if ceiling is not None:
+                measurement.details[COMM_KEY] = dict(ceiling)
         return measurement
+
+    def comm_ceiling(self, world_size: int, nbytes: int) -> dict[str, Any] | None:
+        """An all-reduce of `nbytes` over `world_size` ranks on this host (comm_ceiling's
+        record), timed in trusted ranks: this judge's own when it judges the reference, else
+        the reference's. Measured once per size in this process, after a case's timed calls
+        and before the next case's (never inside a timed call)."""
+        backend = backend_for(self.use_cuda)
+        key = (backend, world_size, nbytes)
+        if key not in _ceilings:
+            if world_size < 2 or nbytes <= 0:
+                return None  # nothing crosses a link
+            group = self._group if self.judges_reference else None
+            if group is None or not group.alive or group.world_size != world_size:
+                group = self.reference_ranks.group(world_size)
+            self.settle()
+            replies = group.request(
+                Op.CEILING,
+                STARTUP_TIMEOUT_S,
+                nbytes=nbytes,
+                warmup=CEILING_WARMUP,
+                repetitions=CEILING_REPETITIONS,
+            )
+            per_rank = [ceiling_samples(r.payload, rank) for rank, r in enumerate(replies)]
+            slowest = [max(call) for call in zip(*per_rank, strict=True)]
+            clock = "cuda_event" if self.use_cuda else "host"
+            _ceilings[key] = comm_ceiling(nbytes, slowest, world_size, backend, clock)
+        return _ceilings[key]
 
     def _profile(self, case: Case, timeout_s: float, profiler: Any, report: Path):
         raise Skip("profile mode does not profile multi-GPU cases yet; use benchmark mode")
@@ -518,6 +582,22 @@ def nccl_transports(log: Path | None) -> set[str]:
     except OSError:
         return set()
     return {match.decode() for match in _VIA.findall(text)}
+
+
+def ceiling_samples(payload: dict[str, Any], rank: int) -> list[float]:
+    """A rank's timed all-reduces from its `ceiling` reply, checked: finite, non-negative
+    numbers, one per repetition asked for."""
+    samples = payload["samples_us"]
+    if len(samples) != CEILING_REPETITIONS or not all(
+        isinstance(s, int | float) and not isinstance(s, bool) and 0 <= s < float("inf")
+        for s in samples
+    ):
+        raise WorkerFailure(
+            "error",
+            f"rank {rank}: the ceiling reply's samples_us are not "
+            f"{CEILING_REPETITIONS} finite times",
+        )
+    return [float(s) for s in samples]
 
 
 def gpu_states(world_size: int) -> list[dict[str, Any] | None]:

@@ -1,8 +1,9 @@
 """The results document as typed, frozen records, and the JSON schema generated from them.
 
 One class per object of a results document (schema "kernelboard.run/1", see records.py):
-`Run` > `Evaluation` > `CaseRecord` > `Timing`, with `Summary`, `Leaderboard`, `Submission`,
-`Environment`, `Harness`, `Provenance`, `ReferenceRun` and `Profile` beside them.
+`Run` > `Evaluation` > `CaseRecord` > `Timing` (> `CommSpeedOfLight`), with `Summary`,
+`Leaderboard`, `Submission`, `Environment`, `Harness`, `Provenance`, `ReferenceRun` and
+`Profile` beside them.
 
 `to_json()` writes exactly the stored shape and `from_json()` reads it back, so a stored
 record survives `from_json(...).to_json()` unchanged, byte for byte once dumped:
@@ -209,6 +210,27 @@ def _load(tp: Any, value: Any, where: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
+class CommSpeedOfLight(Record):
+    """A multi-GPU case's communication ceiling (judge/distributed.py, stats/speed_of_light.py):
+    the median of timed all-reduces of the bytes one rank reads, over the case's ranks on this
+    host; bandwidths in GB/s (1e9 bytes/s) as NCCL-tests reports them."""
+
+    collective: Literal["all_reduce"]
+    backend: str
+    world_size: int = field(metadata=_schema(minimum=2))
+    comm_bytes: int = field(metadata=_schema(minimum=1))
+    ceiling_us: float = field(metadata=_NONNEG)
+    repetitions: int = field(metadata=_schema(minimum=1))
+    clock: Literal["cuda_event", "host"]
+    algbw_gbps: float = field(metadata=_NONNEG)
+    bus_gbps: float = field(metadata=_NONNEG)  # algbw x 2(W-1)/W
+    # ceiling_us / the ranking statistic: 1.0 moves the bytes as fast as NCCL's all-reduce.
+    of_light: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
+    extra: Mapping[str, Any] = _bookkeeping()
+    key_order: tuple[str, ...] = _order()
+
+
+@dataclass(frozen=True, slots=True)
 class Timing(Record):
     """A case's timing block (measure.Measurement.to_record; times in microseconds)."""
 
@@ -249,6 +271,8 @@ class Timing(Record):
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.
     floor_us: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
     speed_of_light: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
+    # A multi-GPU benchmark case's all-reduce ceiling; absent for single-GPU and test cases.
+    comm_speed_of_light: CommSpeedOfLight | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
     key_order: tuple[str, ...] = _order()
 

@@ -22,7 +22,7 @@ from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.census import KernelCensus
 from pytest_kernelboard.worker.limits import apply_limits
-from pytest_kernelboard.worker.ranks import init_group
+from pytest_kernelboard.worker.ranks import all_reduce_ceiling, init_group
 from pytest_kernelboard.worker.reservation import Reservation
 from pytest_kernelboard.worker.submission import import_kernel, trimmed_traceback
 from pytest_kernelboard.worker.timing import Timer
@@ -189,6 +189,7 @@ class Worker:
             Op.PROFILE: self.profile_call,
             Op.KERNELS: self.kernels,
             Op.INIT_GROUP: lambda **kw: init_group(self.timer, **kw),
+            Op.CEILING: lambda **kw: all_reduce_ceiling(self.timer, **kw),
             Op.ECHO: self.echo,
             Op.WINDOW: self.attach_window,
         }

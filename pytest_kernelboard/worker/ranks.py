@@ -4,6 +4,9 @@ The judge starts one worker per rank and sends each `init_group`; from then on e
 call starts with a barrier over the group, so all ranks start their flush, pre-roll and events
 together (worker/timing.py's `time_call` runs `before_timed_call` first), and on GPUs a second,
 on the device, between the blocking kernel and the start event (`device_barrier`).
+
+`all_reduce_ceiling` times the group's own all-reduce of a case's bytes, the ceiling a
+communication-bound case is compared with (judge/distributed.py, docs/timing.md).
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
+import time
 from typing import Any
 
+from pytest_kernelboard.channel import fences
 from pytest_kernelboard.channel.protocol import ErrorKind, error_reply
 
 # Process-group traffic stays on the host: the bootstrap and gloo's pairs use loopback only.
@@ -78,3 +83,36 @@ def init_group(
         timer.device_barrier = lambda: dist.all_reduce(token)
     barrier()  # every rank has joined before the judge sends work
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": backend}
+
+
+def all_reduce_ceiling(timer: Any, nbytes: int, warmup: int, repetitions: int) -> dict[str, Any]:
+    """Time `repetitions` all-reduces (sum) of a float32 buffer of `nbytes` (rounded up to
+    whole elements) over the group, after `warmup` untimed ones; each starts as a timed call
+    does, after the host barrier and, on GPUs, the device barrier, so its interval holds the
+    collective alone. Device time by CUDA events on GPUs, perf_counter on CPU (gloo)."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or timer.before_timed_call is None:
+        raise RuntimeError("the ceiling needs the case's process group: send init_group first")
+    device = f"cuda:{torch.cuda.current_device()}" if timer.cuda else "cpu"
+    # Zeros: summed again and again, they never overflow (NCCL does not skip them).
+    buffer = torch.zeros(max(1, -(-nbytes // 4)), dtype=torch.float32, device=device)
+    samples: list[float] = []
+    for index in range(warmup + repetitions):
+        timer.before_timed_call()
+        if timer.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            timer.device_barrier()  # every rank's start waits for the last rank, on the device
+            start.record()
+            dist.all_reduce(buffer)
+            end.record()
+            fences.synchronize()
+            elapsed_us = start.elapsed_time(end) * 1e3
+        else:
+            began = time.perf_counter()
+            dist.all_reduce(buffer)
+            elapsed_us = (time.perf_counter() - began) * 1e6
+        if index >= warmup:
+            samples.append(elapsed_us)
+    return {"samples_us": samples, "clock": "cuda_event" if timer.cuda else "host"}
