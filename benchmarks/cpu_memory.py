@@ -41,6 +41,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pytest_kernelboard.supervisor import proctree
+
 ROOT = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
 DEFAULT_COMMAND = ["pytest", "submissions/vectoradd/example", "--kb-mode", "benchmark"]
@@ -101,33 +103,14 @@ def _kb_fields(text: str) -> dict[str, int]:
     return found
 
 
-def children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = _read(f"/proc/{entry}/stat")
-        if stat is None:
-            continue
-        try:
-            ppid = int(stat.rpartition(")")[2].split()[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
 def tree(root: int) -> dict[int, int]:
-    """root and every process descended from it, each with its parent."""
-    children = children_map()
-    found, todo = {root: 0}, [root]
-    while todo:
-        parent = todo.pop()
-        for child in children.get(parent, ()):
-            if child not in found:
-                found[child] = parent
-                todo.append(child)
-    return found
+    """root and every process descended from it, each with its parent (root's: 0)."""
+    snapshot = proctree.read_snapshot()
+    if snapshot is None:
+        return {root: 0}
+    return {
+        pid: 0 if pid == root else snapshot.processes[pid].ppid for pid in snapshot.tree(root)
+    } or {root: 0}
 
 
 def _command_line(pid: int) -> list[str]:
@@ -153,7 +136,7 @@ def process_name(pid: int, parent: int) -> str:
 
 def _zygote(words: list[str]) -> bool:
     """The judge's fork server, whichever way it was started; its forks keep its command."""
-    return "--zygote" in words or "pytest_kernelboard.worker.zygote" in words
+    return "pytest_kernelboard.worker.zygote" in words
 
 
 def held(pid: int, parent: int = 0) -> Held | None:

@@ -13,8 +13,8 @@ locally: in batches of one candidate per GPU, each batch in a fresh `spawn` pool
 process per candidate, which imports torch), each candidate by `eval_kernel_against_ref` with
 that script's settings (5 correctness trials, 100 timed trials with CUDA events, the reference
 timed in the same call). Prints the wall time, candidates per hour, how many were correct, the
-median runtime and reference runtime, and the peak device memory in use (NVML, every 50 ms,
-above the level before the run) on each GPU.
+median runtime and reference runtime, and the peak device memory in use (NVML, every 50 ms:
+sweep_lane.MemoryPeaks) on the busiest GPU.
 
 KernelBench's package imports its LLM clients (openai, litellm) at import time; where they are
 not installed they are replaced by empty modules, since no LLM is called. Its other imports
@@ -29,11 +29,13 @@ import multiprocessing as mp
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import types
 from pathlib import Path
-from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sweep_lane import MemoryPeaks  # noqa: E402
 
 
 def _stub_llm_clients() -> None:
@@ -80,36 +82,6 @@ def evaluate(source_root: str, reference: str, candidate: str, device: int, buil
     }
 
 
-class DeviceMemory(threading.Thread):
-    """The most device memory in use on each GPU while the run lasts, above its level before."""
-
-    def __init__(self, gpus: int, interval_s: float = 0.05):
-        super().__init__(daemon=True)
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
-        self._before = [self._used(h) for h in self._handles]
-        self.peak = list(self._before)
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-
-    def _used(self, handle: Any) -> int:
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
-
-    def run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            for i, handle in enumerate(self._handles):
-                self.peak[i] = max(self.peak[i], self._used(handle))
-
-    def stop(self) -> list[float]:
-        """Each GPU's peak above its level before the run, in GB."""
-        self._stop.set()
-        self.join()
-        return [round((p - b) / 1e9, 2) for p, b in zip(self.peak, self._before, strict=True)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernelbench", type=Path, help="a checkout of KernelBench")
@@ -125,8 +97,9 @@ def main() -> None:
         f"{reference}\n\n# candidate {i}: the reference's own model\nModelNew = Model\n"
         for i in range(args.candidates)
     ]
-    memory = DeviceMemory(args.gpus)
-    memory.start()
+    memory = MemoryPeaks()
+    gpus = list(range(args.gpus))
+    memory.begin(gpus)
     results: list[dict] = []
     started = time.perf_counter()
     context = mp.get_context("spawn")
@@ -144,7 +117,7 @@ def main() -> None:
                 results.extend(p.get(timeout=600) for p in pending)
             print(f"{len(results)}/{len(candidates)} evaluated", file=sys.stderr, flush=True)
     wall_s = time.perf_counter() - started
-    peaks = memory.stop()
+    peak = memory.end(gpus)
 
     correct = [r for r in results if r.get("correctness")]
     summary = {
@@ -162,7 +135,7 @@ def main() -> None:
             statistics.median(r["ref_runtime_us"] for r in correct) if correct else None
         ),
         "median_candidate_s": round(statistics.median(r["seconds"] for r in results), 2),
-        "peak_device_gb": peaks,
+        "peak_device_gb": round(peak / 1e9, 2) if peak is not None else None,
     }
     print(json.dumps(summary, indent=1))
     if args.json:

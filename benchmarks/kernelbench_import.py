@@ -41,6 +41,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pytest_kernelboard.supervisor import proctree
+
 ROOT = Path(__file__).resolve().parent.parent
 GB = 1e9
 
@@ -58,21 +60,10 @@ def _kb(text: str, key: str) -> int:
     return int(match.group(1)) * 1024 if match else 0
 
 
-def descendants(root: int) -> list[int]:
-    """root and every process below it (from each process's parent in /proc/PID/stat)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _read(f"/proc/{entry}/stat")
-            if stat:
-                ppid = int(stat.rpartition(")")[2].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-    found, todo = [root], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
+def descendants(root: int) -> frozenset[int]:
+    """root and every process below it."""
+    snapshot = proctree.read_snapshot()
+    return snapshot.tree(root) if snapshot is not None else frozenset({root})
 
 
 def machine_used() -> int:

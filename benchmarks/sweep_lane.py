@@ -36,6 +36,8 @@ from pathlib import Path
 from queue import Empty, Queue
 from typing import IO, Any
 
+from pytest_kernelboard.supervisor import proctree
+
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 300.0  # a lane's torch import and CUDA start-up, on a cold machine
 SAMPLE_S = 0.05  # NVML's used memory, read this often while a problem is judged
@@ -62,30 +64,11 @@ def child_env(gpus: list[int] | None) -> dict[str, str]:
     return env
 
 
-def descendants(root: int) -> list[int]:
-    """root and every process below it, from each process's parent in /proc/PID/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = [root], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def kill_tree(process: subprocess.Popen) -> None:
     """Kill a process started in a session of its own and everything it started (sandboxed
     workers start sessions of their own, so its process group is not enough)."""
-    for pid in reversed(descendants(process.pid)):
+    snapshot = proctree.read_snapshot()
+    for pid in snapshot.tree(process.pid) if snapshot is not None else ():
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

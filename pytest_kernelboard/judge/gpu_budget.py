@@ -97,7 +97,7 @@ class GpuBudget:
                 entries = json.loads(handle.read() or "{}")
             except json.JSONDecodeError:
                 entries = {}
-            entries = {pid: e for pid, e in entries.items() if _alive(int(pid))}
+            entries = {pid: e for pid, e in entries.items() if pid_alive(int(pid))}
             yield entries
             handle.seek(0)
             handle.truncate()
@@ -152,7 +152,10 @@ class GpuBudget:
         )
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid exists (another user's counts)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .gpu_budget import pid_alive
+
 TIMEOUT_VARIABLE = "KERNELBOARD_GPU_LEASE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 3600.0
 POLL_S = 0.02
@@ -226,7 +228,7 @@ class GpuLeases:
                 record = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue  # released meanwhile
-            if _alive(int(record.get("pid", 0))):
+            if pid_alive(int(record.get("pid", 0))):
                 found.append(record)
         return found
 
@@ -247,15 +249,3 @@ class GpuLeases:
 
 def _gpus(devices: Sequence[str]) -> str:
     return f"GPU {devices[0]}" if len(devices) == 1 else "GPUs " + ", ".join(devices)
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
