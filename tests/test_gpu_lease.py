@@ -474,3 +474,17 @@ def test_a_single_gpu_worker_sees_the_judges_own_gpu_alone() -> None:
         env = {} if judge is None else {"CUDA_VISIBLE_DEVICES": judge}
         launch.see_own_gpu(env)
         assert env["CUDA_VISIBLE_DEVICES"] == worker
+
+
+def test_a_judge_on_another_of_its_gpus_leaves_its_workers_numbering(monkeypatch) -> None:
+    """judge --gpus 2 in one process works on its cuda:2 and names device 2 to its workers:
+    they keep the judge's whole numbering, where that index means the same GPU."""
+    from pytest_kernelboard.supervisor import launch
+
+    monkeypatch.setattr(launch, "_judge_device", lambda: 2)
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    launch.see_own_gpu(env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    unset: dict[str, str] = {}
+    launch.see_own_gpu(unset)
+    assert "CUDA_VISIBLE_DEVICES" not in unset

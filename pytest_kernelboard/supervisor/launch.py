@@ -238,9 +238,21 @@ def see_own_gpu(env: dict[str, str]) -> None:
     """A single-GPU worker sees the judge's own GPU alone (the judge's cuda:0, first in its
     numbering). With more in view, a library that starts every GPU it sees (JAX does) leaves
     the current device on the last, and torch then refuses to hand cuda:0 tensors over DLPack
-    ("Expected: 0. Current device: 3"). A numbering that hides every GPU stays as it is."""
+    ("Expected: 0. Current device: 3"). A judge working on another of its GPUs (judge --gpus 2
+    in one process: torch.cuda.set_device) names that device to its workers by its own number,
+    so they keep the judge's numbering; so does one that hides every GPU."""
+    if _judge_device() != 0:
+        return
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         env["CUDA_VISIBLE_DEVICES"] = "0"
     elif visible.strip():
         env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip()
+
+
+def _judge_device() -> int:
+    """The judge's current CUDA device (0 until CUDA starts: torch's default)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return 0
+    return int(torch.cuda.current_device())
