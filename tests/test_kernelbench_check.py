@@ -35,3 +35,42 @@ def test_a_transposed_output_is_checked_element_for_element(monkeypatch):
     received[0, 0, 0] += 1.0
     ok, message = kbu.check(expected, received)
     assert not ok and message.startswith("2 of 120 elements differ")
+
+
+def test_a_model_is_built_on_the_device_it_runs_on(monkeypatch):
+    """Its weights are drawn by the device (seconds of CPU random numbers at KernelBench's
+    sizes otherwise); the meta device stands in for a GPU here."""
+    seen: list[torch.device] = []
+
+    class Model(torch.nn.Module):
+        def __init__(self, n: int) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(n, n)
+            seen.append(self.linear.weight.device)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x)
+
+    monkeypatch.setattr(kbu, "device", lambda: torch.device("meta"))
+    kernel = kbu.model_kernel(Model)
+    out = kernel({"inputs": [torch.empty(2, 8, device="meta")], "init_inputs": [8], "weights": 1})
+    assert seen == [torch.device("meta")]
+    assert out.device.type == "meta" and out.shape == (2, 8)
+
+
+def test_two_models_built_under_one_seed_start_identical():
+    """The reference's Model and a candidate's ModelNew = Model: the same weights, so the same
+    output, wherever they are built."""
+
+    class Model(torch.nn.Module):
+        def __init__(self, n: int) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(n, n)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x)
+
+    data = {"inputs": [torch.randn(3, 16)], "init_inputs": [16], "weights": 7}
+    assert torch.equal(kbu.model_kernel(Model)(data), kbu.model_kernel(Model)(data))
+    other_seed = dict(data, weights=8)
+    assert not torch.equal(kbu.model_kernel(Model)(data), kbu.model_kernel(Model)(other_seed))

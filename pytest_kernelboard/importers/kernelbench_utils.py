@@ -4,11 +4,11 @@ verbatim to `leaderboards/kernelbench/kernelbench_utils.py`, beside the problem 
 A KernelBench problem file defines module-level shape constants, `class Model(nn.Module)`,
 `get_inputs()` and `get_init_inputs()`. A case's input is a dict: `inputs` (get_inputs(), on
 the device), `init_inputs` (get_init_inputs()), `weights` (the seed both models are built
-under: seed, then construct, as KernelBench does) and `scale`. `scale` > 1 shrinks the shape
-constants (integers and tuples of integers) for the correctness cases that must run on a CPU,
-while the inputs are drawn and while the model is built and called (some models read them:
-level 3's RNNs size their hidden state by `batch_size`); the benchmark cases keep KernelBench's
-sizes.
+under: seed, then construct, as KernelBench does, but on the device) and `scale`. `scale` > 1
+shrinks the shape constants (integers and tuples of integers) for the correctness cases that
+must run on a CPU, while the inputs are drawn and while the model is built and called (some
+models read them: level 3's RNNs size their hidden state by `batch_size`); the benchmark cases
+keep KernelBench's sizes.
 """
 
 from __future__ import annotations
@@ -126,7 +126,14 @@ def model_kernel(model_class: type) -> Callable[[dict[str, Any]], Any]:
             model = models.get(key)
             if model is None:
                 torch.manual_seed(data["weights"])
-                model = model_class(*data["init_inputs"]).to(device()).eval()
+                # Built on the device: a GEMM's weights at KernelBench's sizes (8192 x 8192)
+                # take seconds of CPU random numbers and a copy; the device draws them in
+                # milliseconds. Both models come from the same device generator under the same
+                # seed, so they start identical; the draws differ from KernelBench's CPU ones,
+                # from the same distributions.
+                with device():
+                    model = model_class(*data["init_inputs"])
+                model = model.to(device()).eval()
                 if len(models) >= MODEL_CACHE:
                     models.pop(next(iter(models)))
                 models[key] = model
