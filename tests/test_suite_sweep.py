@@ -266,3 +266,21 @@ def test_the_hardware_a_failure_needs_is_named(texts, declared, device, expected
 def test_blackwell_is_compute_capability_10_and_up():
     assert B200.blackwell and Device("NVIDIA", "RTX", "sm_120").blackwell
     assert not H100.blackwell and not MI300.blackwell and not Device("").blackwell
+
+
+def test_a_problem_stopped_at_the_cap_is_a_timeout_whatever_hardware_it_names():
+    """It was running when the cap stopped it: AMD code that runs on an NVIDIA GPU, slowly, is
+    not explained by the AMD dtype it names; a failure of the same code is."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+    from sweep_lane import Answer
+
+    problem = suite_sweep.Problem(
+        "amd-fp8-mm", "amd/fp8-mm", source_text="x.to(torch.float8_e4m3fnuz)"
+    )
+    stopped = Answer(error="still being judged after --cap 200 s", timed_out=True, wall_s=200)
+    row = suite_sweep.row_for(problem, stopped, "benchmark", device=H100)
+    assert row["status"] == "timeout" and "AMD" not in row["reason"], row
+    failed = Answer(error="RuntimeError: cuBLAS NOT_SUPPORTED", wall_s=3)
+    row = suite_sweep.row_for(problem, failed, "benchmark", device=H100)
+    assert row["status"] == "not_run" and row["reason"].startswith("AMD-only"), row
