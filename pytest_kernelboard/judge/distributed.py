@@ -114,7 +114,7 @@ class RankGroup:
         # own processes, loopback network, IPC and files, apart from the judge and every
         # other case; rank r's tensors cross on GPU r.
         self.workers: list[WorkerProcess] = WorkerProcess.case_ranks(
-            world_size, launcher=pool.launcher, cuda=use_cuda
+            world_size, launcher=pool.launcher
         )
         for worker in self.workers:
             worker.trusted = dict(trusted or {})

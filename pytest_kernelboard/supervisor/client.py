@@ -85,13 +85,10 @@ class WorkerProcess:
         self._staged_from: Path | None = None
 
     @classmethod
-    def case_ranks(
-        cls, world_size: int, launcher: Launcher | None = None, cuda: bool = True
-    ) -> list[WorkerProcess]:
-        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r (cuda=False: a
-        gloo case, no GPU in view), started together (launch.start_case: one sandbox for all
-        ranks where there is a zygote)."""
-        return [cls(launched=rank) for rank in start_case(world_size, launcher, cuda)]
+    def case_ranks(cls, world_size: int, launcher: Launcher | None = None) -> list[WorkerProcess]:
+        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r, started together
+        (launch.start_case: one sandbox for all ranks where there is a zygote)."""
+        return [cls(launched=rank) for rank in start_case(world_size, launcher)]
 
     @property
     def alive(self) -> bool:

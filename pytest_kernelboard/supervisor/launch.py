@@ -180,11 +180,8 @@ class WorkerLaunch:
         )
 
 
-def start_case(
-    world_size: int, launcher: Launcher | None = None, cuda: bool = True
-) -> list[WorkerLaunch]:
-    """The started ranks of one multi-GPU case, rank r's CUDA tensors on GPU r; with cuda=False
-    (a gloo case, on a CPU judge) they see no GPU, as on a host without one. Sandboxed, they
+def start_case(world_size: int, launcher: Launcher | None = None) -> list[WorkerLaunch]:
+    """The started ranks of one multi-GPU case, rank r's CUDA tensors on GPU r. Sandboxed, they
     are forked into one set of namespaces of their own (worker/zygote.py): what NCCL's fast
     transports and CUDA IPC between ranks need, apart from the judge and every other case.
     Where there is no zygote, each starts in a sandbox of its own on the host's network
@@ -196,11 +193,7 @@ def start_case(
         zygote = forked.zygote_for(
             cache_dirs(first.env), shm_manager.shm_manager_folders(), first._zygote_env()
         )
-    if cuda:
-        see_leased_gpus(ranks, world_size)
-    else:
-        for rank in ranks:
-            rank.env["CUDA_VISIBLE_DEVICES"] = ""
+    see_leased_gpus(ranks, world_size)
     if zygote is not None:
         try:
             with contextlib.ExitStack() as logs:
