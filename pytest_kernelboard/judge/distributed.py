@@ -172,7 +172,7 @@ class RankGroup:
             except WorkerFailure as failure:  # handing over a device window failed
                 self._fail(rank, failure)
             except (BrokenPipeError, ConnectionResetError, OSError):
-                self._fail(rank, worker._died())
+                self._fail(rank, worker.died())
         replies: dict[int, Reply] = {}
         deadline = started + timeout_s
         while len(replies) < self.world_size:
@@ -195,7 +195,7 @@ class RankGroup:
                 rank = pending[conn]
                 try:
                     # Read like any worker's reply: framed, capped, allow-listed, checked.
-                    reply = self.workers[rank]._receive(op, deadline, timeout_s)
+                    reply = self.workers[rank].receive(op, deadline, timeout_s)
                 except WorkerFailure as failure:
                     self._fail(rank, failure)
                 if "error" in reply:
@@ -203,14 +203,14 @@ class RankGroup:
                     # the case's failure, not the error it caused.
                     dead = self._dead_peer(rank)
                     if dead is not None:
-                        self._fail(dead, self.workers[dead]._died())
-                    note = self.workers[rank]._log_note()
+                        self._fail(dead, self.workers[dead].died())
+                    note = self.workers[rank].log_note()
                     self._fail(rank, failure_of(reply, reply["error"] + note))
                 self.workers[rank].incoming(reply, host_copies[rank])
                 replies[rank] = Reply(reply, time.perf_counter() - started)
             for rank, worker in enumerate(self.workers):
                 if rank not in replies and not worker.alive and worker.conn not in ready:
-                    self._fail(rank, worker._died())
+                    self._fail(rank, worker.died())
         return [replies[r] for r in range(self.world_size)]
 
     def _dead_peer(self, rank: int) -> int | None:

@@ -174,7 +174,7 @@ class WorkerProcess:
                 "error", f"the worker stopped reading requests ({SEND_TIMEOUT_S} s)"
             ) from None
         except (BrokenPipeError, ConnectionResetError, OSError):
-            raise self._died() from None
+            raise self.died() from None
         except WorkerFailure:  # handing over a grown window failed
             self.kill()
             raise
@@ -195,15 +195,15 @@ class WorkerProcess:
             try:
                 ready = self.conn.poll(min(remaining, 0.5))
             except (OSError, EOFError):
-                raise self._died() from None
+                raise self.died() from None
             if ready:
                 ready_at = time.perf_counter()
                 if meter is not None:
                     meter.stop()
-                reply = self._receive(op, deadline, timeout_s, frugal)
+                reply = self.receive(op, deadline, timeout_s, frugal)
                 break
             if not self.alive:
-                raise self._died()
+                raise self.died()
             stalled = watch.check() if watch is not None else None
             if stalled:
                 self.kill()
@@ -214,7 +214,7 @@ class WorkerProcess:
             scrubbing.QUEUE.released(int(reply.get("peak_bytes", 0)))
         if "error" in reply:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
-            raise failure_of(reply, self._judge_paths(reply["error"]) + self._log_note())
+            raise failure_of(reply, self._judge_paths(reply["error"]) + self.log_note())
         self.crossing.incoming(reply, host_transport)
         if trace_path is not None:
             shutil.move(payload["trace_path"], trace_path)
@@ -228,7 +228,7 @@ class WorkerProcess:
         waited = meter.explained_us(float(reply.get("wall_us", 0.0))) if meter else 0.0
         return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place, waited)
 
-    def _receive(
+    def receive(
         self, op: Op, deadline: float, timeout_s: float, frugal: bool = False
     ) -> dict[str, Any]:
         """One reply, read as untrusted data: by the deadline, capped, data-only unpickling,
@@ -236,7 +236,7 @@ class WorkerProcess:
         try:
             data = wire.read_frame(self.conn.fileno(), deadline)
         except (EOFError, OSError):
-            raise self._died() from None
+            raise self.died() from None
         except wire.FrameTimeout:
             self.kill()
             raise WorkerFailure.timed_out(timeout_s) from None
@@ -298,13 +298,15 @@ class WorkerProcess:
         self._staged_from = Path(stage_dir)
         return self.stage_slot
 
-    def _died(self) -> WorkerFailure:
+    def died(self) -> WorkerFailure:
+        """The failure of a worker that is gone (or is made so): its exit and its last output
+        lines. A rank group reads its ranks' deaths through here too."""
         try:
             returncode = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.kill()
             returncode = self.process.returncode
-        note = self._log_note()
+        note = self.log_note()
         self.kill()
         return failures.died(returncode, self.sandboxed, note)
 
@@ -312,7 +314,8 @@ class WorkerProcess:
         """The log's last lines, with the sandbox's paths as the judge's."""
         return self._judge_paths(failures.output_tail(self.log_path))
 
-    def _log_note(self) -> str:
+    def log_note(self) -> str:
+        """The worker's last output lines, to append to a failure's message ("" if none)."""
         tail = self.output_tail()
         return f"\n--- worker output (last lines) ---\n{tail}" if tail else ""
 
