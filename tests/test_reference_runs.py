@@ -420,3 +420,45 @@ def test_a_batch_times_its_reference_in_several_fresh_workers(repo):
     (low, high), (within_low, within_high) = record["rank_ci95_us"], record["rank_ci95_within_us"]
     assert low <= within_low and high >= within_high
     assert f"(spread {100 * record['between_workers_rsd']:.1f}%)" in line
+
+
+def test_a_ranked_run_times_the_reference_in_several_workers_and_widens_by_their_spread(
+    pytester, plugin_repo
+):
+    """Leaderboard mode: the reference in RANKED_REFERENCE_WORKERS fresh workers, their times
+    kept with the reference run; the submission's one-worker interval widened by their spread."""
+    from pytest_kernelboard.plugin import RANKED_REFERENCE_WORKERS
+
+    result = pytester.runpytest_subprocess(
+        "--kb-mode", "leaderboard", "--kb-precision", "0.2", "--kb-results", "out.json", ALICE
+    )  # fmt: skip
+    result.assert_outcomes(passed=3)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    validate_run(doc)
+    by_author = {e["submission"]["author"]: e for e in doc["evaluations"]}
+    (reference,) = [c for c in by_author["reference"]["cases"] if c["kind"] == BENCHMARK]
+    workers = reference["timing"]["rank_us_by_worker"]
+    assert len(workers) == RANKED_REFERENCE_WORKERS and all(t > 0 for t in workers)
+    (alice,) = [c for c in by_author["alice"]["cases"] if c["kind"] == BENCHMARK]
+    spread = alice["timing"]["between_workers_rsd"]
+    assert spread == reference["timing"]["between_workers_rsd"] and spread > 0
+    low, high = alice["timing"]["rank_ci95_us"]
+    within_low, within_high = alice["timing"]["rank_ci95_within_us"]
+    assert low < within_low and high > within_high  # wider than its own samples say
+
+
+def test_one_reference_worker_can_be_asked_for_and_none_is_refused(pytester, plugin_repo):
+    result = pytester.runpytest_subprocess(
+        "--kb-mode", "leaderboard", "--kb-reference-workers", "1", "--kb-precision", "0.2",
+        "--kb-results", "out.json", ALICE,
+    )  # fmt: skip
+    result.assert_outcomes(passed=3)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    by_author = {e["submission"]["author"]: e for e in doc["evaluations"]}
+    (reference,) = [c for c in by_author["reference"]["cases"] if c["kind"] == BENCHMARK]
+    assert "rank_us_by_worker" not in reference["timing"]
+    refused = pytester.runpytest_subprocess("--kb-reference-workers", "0", ALICE)
+    assert refused.ret != 0
+    refused.stderr.fnmatch_lines(
+        ["*--kb-reference-workers*'0': a whole number of workers, 1 or more*"]
+    )
