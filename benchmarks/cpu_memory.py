@@ -85,7 +85,8 @@ class Sample:
         return sum(p.own for p in self.processes) + self.shm
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A /proc file's text, or None where it cannot be read (a process gone, not dumpable)."""
     try:
         with open(path) as f:
             return f.read()
@@ -93,7 +94,8 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _kb_fields(text: str) -> dict[str, int]:
+def kb_fields(text: str) -> dict[str, int]:
+    """A /proc status or meminfo text's `Key: N kB` lines, in bytes."""
     found = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")
@@ -114,7 +116,7 @@ def tree(root: int) -> dict[int, int]:
 
 
 def _command_line(pid: int) -> list[str]:
-    raw = _read(f"/proc/{pid}/cmdline") or ""
+    raw = read_text(f"/proc/{pid}/cmdline") or ""
     return [w for w in raw.split("\0") if w]
 
 
@@ -122,7 +124,7 @@ def process_name(pid: int, parent: int) -> str:
     """What the process is: bwrap, the zygote, a worker forked from it, or its command line."""
     words = _command_line(pid)
     if not words:
-        return (_read(f"/proc/{pid}/comm") or "?").strip()
+        return (read_text(f"/proc/{pid}/comm") or "?").strip()
     program = os.path.basename(words[0])
     line = " ".join([program, *words[1:]])
     if program == "bwrap":
@@ -140,13 +142,13 @@ def _zygote(words: list[str]) -> bool:
 
 
 def held(pid: int, parent: int = 0) -> Held | None:
-    status = _read(f"/proc/{pid}/status")
+    status = read_text(f"/proc/{pid}/status")
     if status is None:
         return None
-    st = _kb_fields(status)
+    st = kb_fields(status)
     entry = Held(pid, process_name(pid, parent), hwm=st.get("VmHWM", 0))
-    rollup = _read(f"/proc/{pid}/smaps_rollup")
-    fields = _kb_fields(rollup) if rollup else {}
+    rollup = read_text(f"/proc/{pid}/smaps_rollup")
+    fields = kb_fields(rollup) if rollup else {}
     if "Pss_Anon" in fields:
         entry.anon = fields["Pss_Anon"]
         entry.file = fields.get("Pss_File", 0)
@@ -176,7 +178,7 @@ def shm_files(before: set[str]) -> dict[str, int]:
 
 
 def machine_used() -> int:
-    info = _kb_fields(_read("/proc/meminfo") or "")
+    info = kb_fields(read_text("/proc/meminfo") or "")
     return info.get("MemTotal", 0) - info.get("MemAvailable", 0)
 
 

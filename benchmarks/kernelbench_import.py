@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -41,34 +40,20 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_kernelboard.supervisor import proctree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cpu_memory import kb_fields, machine_used, read_text  # noqa: E402
+
+from pytest_kernelboard.supervisor import proctree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GB = 1e9
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _kb(text: str, key: str) -> int:
-    match = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
-    return int(match.group(1)) * 1024 if match else 0
 
 
 def descendants(root: int) -> frozenset[int]:
     """root and every process below it."""
     snapshot = proctree.read_snapshot()
     return snapshot.tree(root) if snapshot is not None else frozenset({root})
-
-
-def machine_used() -> int:
-    info = _read("/proc/meminfo") or ""
-    return _kb(info, "MemTotal") - _kb(info, "MemAvailable")
 
 
 @dataclass
@@ -94,8 +79,8 @@ class Sampler(threading.Thread):
             rss = pss = 0
             pids = descendants(self.root)
             for pid in pids:
-                rss += _kb(_read(f"/proc/{pid}/status") or "", "VmRSS")
-                pss += _kb(_read(f"/proc/{pid}/smaps_rollup") or "", "Pss")
+                rss += kb_fields(read_text(f"/proc/{pid}/status") or "").get("VmRSS", 0)
+                pss += kb_fields(read_text(f"/proc/{pid}/smaps_rollup") or "").get("Pss", 0)
             if rss > self.peak.rss:
                 self.peak.rss, self.peak.processes = rss, len(pids)
             self.peak.pss = max(self.peak.pss, pss)
