@@ -349,7 +349,7 @@ class SubmissionJudge:
         # worker's copy is made (a copy for the reference beside it would be a third).
         on_host = frugal and not device_bytes(pristine)
         allowed = self._reference_writes(case, pristine) if on_host else UNKNOWN
-        sent = self.private_copy(worker, pristine)
+        sent = worker.private_copy(pristine)
         self.settle()
         with lost_with(worker, sent):
             reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
@@ -429,16 +429,6 @@ class SubmissionJudge:
         if key not in known:
             known[key] = self._written_by_reference(pristine)
         return known[key]
-
-    def private_copy(self, worker: WorkerProcess, data: Any) -> Any:
-        """What to send so that the worker gets inputs of its own. Where they hold no CUDA
-        tensor, a copy made in shared memory: the file the worker maps, so sending copies
-        nothing more (a copy in the judge's own memory would be copied into a shared file
-        as it is pickled, both alive at once; and through a device window, CPU tensors sent
-        as they are would share the judge's pristine ones)."""
-        if device_bytes(data) == 0:
-            return clone_data(data, shared=True)
-        return worker.private_copy(data)
 
     def generate_or_not_run(self, case: Case, call_index: int = 0) -> Any:
         """The case's input; the leaderboard's own generate_input failing is not the
@@ -575,7 +565,7 @@ class SubmissionJudge:
             scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
-            sent = self.private_copy(worker, pristine)
+            sent = worker.private_copy(pristine)
             self.settle()
             with lost_with(worker, sent):
                 reply = worker.request(
@@ -623,7 +613,7 @@ class SubmissionJudge:
         try:
             pristine = self.generate_or_not_run(case, UNSEEN_CALL_INDEX)
             worker = self.worker()
-            sent = self.private_copy(worker, pristine)
+            sent = worker.private_copy(pristine)
             self.settle()
             reply = worker.request(Op.KERNELS, timeout_s, data=sent)
             ok, _ = self.check(case, pristine, own(reply))
@@ -649,7 +639,7 @@ class SubmissionJudge:
             return outcome
         pristine = self.generate_or_not_run(case, 1)
         worker = self.worker()
-        sent = self.private_copy(worker, pristine)
+        sent = worker.private_copy(pristine)
         self.settle()
         with lost_with(worker, sent):
             reply = worker.request(

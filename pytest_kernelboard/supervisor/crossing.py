@@ -125,8 +125,15 @@ class TensorCrossing:
     # -- inputs ---------------------------------------------------------------------------------
     def private_copy(self, data: Any) -> Any:
         """What to send so that the worker gets inputs of its own: the data itself where the
-        inbound window is the copy, else a clone (shared memory and CUDA IPC share storage)."""
-        if self.transport is None and self.cuda_device() is not None and _has_cuda_tensor(data):
+        inbound window is the copy, else a clone (shared memory and CUDA IPC share storage).
+
+        Data without a CUDA tensor is copied into shared memory: the file the worker maps, so
+        sending copies nothing more (a copy in the judge's own memory would be copied into a
+        shared file as it is pickled, both alive at once; and through a device window, CPU
+        tensors sent as they are would share the judge's pristine ones)."""
+        if not _has_cuda_tensor(data):
+            return clone_data(data, shared=True)
+        if self.transport is None and self.cuda_device() is not None:
             self._choose_transport()
         return data if self.transport == transport.WINDOW else clone_data(data)
 
