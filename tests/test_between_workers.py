@@ -27,22 +27,48 @@ def test_the_spread_is_the_sd_of_log_times_and_needs_two_positive_times():
     assert spread([100.0, 0.0]) is None  # below the clock's grain: no log
 
 
-def test_widening_adds_the_between_worker_term_in_quadrature():
+def test_widening_adds_the_between_worker_term_in_quadrature_on_log_times():
     within = timing(100.0, 97.0, 104.0)
     out = widened(within, 0.10, workers=5)
-    between = student_t_critical(4) * 0.10 * 100.0  # 27.8 µs
+    between = student_t_critical(4) * 0.10  # 0.278 in log units
     assert out["rank_ci95_us"] == pytest.approx(
-        [100 - math.hypot(3, between), 100 + math.hypot(4, between)]
+        [
+            100 * math.exp(-math.hypot(math.log(100 / 97), between)),
+            100 * math.exp(math.hypot(math.log(104 / 100), between)),
+        ]
     )
     assert out["rank_ci95_within_us"] == [97.0, 104.0]  # the samples' own interval is kept
     assert out["between_workers_rsd"] == 0.10
     assert within["rank_ci95_us"] == [97.0, 104.0]  # the measured record is left alone
     # The median of five workers moves less than one worker's time.
     of_five = widened(within, 0.10, workers=5, median_of=5)
-    assert of_five["rank_ci95_us"][1] - 100 == pytest.approx(
-        math.hypot(4, between * math.sqrt(math.pi / 2) / math.sqrt(5))
+    assert math.log(of_five["rank_ci95_us"][1] / 100) == pytest.approx(
+        math.hypot(math.log(1.04), between * math.sqrt(math.pi / 2) / math.sqrt(5))
     )
-    assert widened(timing(1.0, 0.5, 1.5), 5.0, workers=5)["rank_ci95_us"][0] == 0.0  # clamped
+    # However wide the spread, the interval stays above zero: it was measured on log times.
+    assert 0 < widened(timing(1.0, 0.5, 1.5), 5.0, workers=5)["rank_ci95_us"][0] < 0.01
+
+
+def test_a_slower_timing_is_widened_by_the_spread_in_microseconds_not_as_a_fraction():
+    """A spread measured on a 1.7 ms reference (a loaded 2-core machine: 60% between workers)
+    says a worker adds or loses about a millisecond; it does not make a 20 ms call a 2 ms one."""
+    slow = timing(20_000.0, 19_900.0, 20_100.0)
+    out = widened(slow, 0.60, workers=5, measured_at_us=1_700.0)
+    low, high = out["rank_ci95_us"]
+    assert 15_000 < low < 19_900 and 20_100 < high < 27_000
+    assert low > widened(slow, 0.60, workers=5)["rank_ci95_us"][0]  # as a fraction: far wider
+    # A faster timing gets the spread as measured, a fraction of its own time.
+    fast = timing(100.0, 97.0, 104.0)
+    assert widened(fast, 0.1, workers=5, measured_at_us=1_700.0) == widened(fast, 0.1, workers=5)
+
+
+def test_a_much_slower_submission_is_not_tied_by_a_noisy_reference():
+    reference = {"rank_us": 1_700.0, "between_workers_rsd": 0.8, "rank_us_by_worker": [1_700.0] * 5}
+    reference_interval = widened(timing(1_700.0, 1_650.0, 1_750.0), 0.8, workers=5, median_of=5)[
+        "rank_ci95_us"
+    ]
+    slow = one_worker(timing(20_000.0, 19_900.0, 20_100.0), reference)
+    assert not tied(20_000.0, slow["rank_ci95_us"], 1_700.0, reference_interval)
 
 
 def test_identical_code_in_two_workers_ties_once_the_spread_is_known():
@@ -51,7 +77,7 @@ def test_identical_code_in_two_workers_ties_once_the_spread_is_known():
     workers measured (about 12%), they tie, as the same code must."""
     fast, slow = timing(130.0, 125.8, 137.9), timing(206.0, 203.7, 214.0)
     assert not tied(130.0, fast["rank_ci95_us"], 206.0, slow["rank_ci95_us"])
-    reference = {"between_workers_rsd": 0.12, "rank_us_by_worker": [150.0] * 5}
+    reference = {"rank_us": 150.0, "between_workers_rsd": 0.12, "rank_us_by_worker": [150.0] * 5}
     a, b = one_worker(fast, reference), one_worker(slow, reference)
     assert tied(130.0, a["rank_ci95_us"], 206.0, b["rank_ci95_us"])
     # A real 3x speedup still stands out.
