@@ -21,7 +21,8 @@ with a reason that names the device, its architecture or its GPU count.
 Each GPU (--gpus, default every GPU NVML sees; `none` or no GPU: one CPU lane) gets a lane
 (benchmarks/sweep_lane.py): one judge process, the batch judge (`judge_many`) in it, that
 judges one problem at a time and is killed and started afresh when a problem passes --cap
-seconds (`--cli` runs `kernelboard judge` per problem instead, as a user would). Problems whose
+seconds (or, for a GPU MODE folder, its task.yml's timeout for the mode, times the reference's
+workers and the candidate in benchmark mode, where that is longer) (`--cli` runs `kernelboard judge` per problem instead, as a user would). Problems whose
 cases need several GPUs are judged last, one at a time, with every GPU.
 
 Out (--out, default suite-sweep-SUITE/): rows.jsonl, one row per problem as it completes (a
@@ -64,6 +65,7 @@ sys.path.insert(0, str(REPO))
 
 from sweep_lane import Answer, CliLane, Lane, MemoryPeaks, child_env  # noqa: E402
 
+from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS  # noqa: E402
 from pytest_kernelboard.importers.kernelbench import (  # noqa: E402
     leaderboard_name,
     problem_files,
@@ -139,6 +141,16 @@ class Problem:
     # What names the hardware its code may need: the devices it ranks on, its own sources.
     declared: tuple[str, ...] = ()
     sources: list[str] = field(default_factory=list)
+    # The leaderboard's own timeouts by mode (task.yml), where known before judging.
+    timeouts: dict[str, float] = field(default_factory=dict)
+
+    def cap_s(self, mode: str, floor_s: float) -> float:
+        """How long this problem may be judged: --cap, or longer where its own task.yml gives
+        a submission's run more (in benchmark mode the reference's workers each get as much):
+        the cap catches a judge that hangs, not a slow reference the judge's limits allow."""
+        own = self.timeouts.get(mode, 0.0)
+        runs = 1 + REFERENCE_WORKERS if mode == "benchmark" else 1
+        return max(floor_s, own * runs)
 
     def hardware_note(self, error: str, device: Device) -> str | None:
         """judge/hardware.py's words for a failure of this problem's code on `device`."""
@@ -280,6 +292,7 @@ class GpuMode:
         for name, task in catalog.tasks.items():
             problem = Problem(name, self.source(task.path), world_size=task.max_world_size)
             problem.declared, problem.sources = task.gpus, leaderboard_sources(task)
+            problem.timeouts = {"test": task.test_timeout, "benchmark": task.benchmark_timeout}
             choose_candidate(problem, task)
             found.append((task.path, problem))
         for name, error in catalog.errors.items():
@@ -579,7 +592,7 @@ class Sweep:
     def judge(self, lane: Lane | CliLane, problem: Problem, gpus: list[int] | None) -> None:
         self.memory.begin(gpus)
         try:
-            answer = lane.judge(problem.job(), self.cap_s)
+            answer = lane.judge(problem.job(), problem.cap_s(self.mode, self.cap_s))
         except Exception as exc:  # the lane could not start: this row says so, the next retries
             answer = Answer(error=f"{type(exc).__name__}: {exc}")
         peak = self.memory.end(gpus)

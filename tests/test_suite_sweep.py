@@ -284,3 +284,18 @@ def test_a_problem_stopped_at_the_cap_is_a_timeout_whatever_hardware_it_names():
     failed = Answer(error="RuntimeError: cuBLAS NOT_SUPPORTED", wall_s=3)
     row = suite_sweep.row_for(problem, failed, "benchmark", device=H100)
     assert row["status"] == "not_run" and row["reason"].startswith("AMD-only"), row
+
+
+def test_a_problem_gets_as_long_as_its_own_task_yml_gives_it():
+    """--cap catches a judge that hangs: a GPU MODE folder whose task.yml allows a longer run
+    (a 1 s reference call in five workers on 18 cases) is not stopped short of it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+
+    problem = suite_sweep.Problem("amd-mla-decode", "amd/mla-decode")
+    assert problem.cap_s("benchmark", 300.0) == 300.0  # nothing known: --cap
+    problem.timeouts = {"test": 120.0, "benchmark": 180.0}
+    runs = 1 + suite_sweep.REFERENCE_WORKERS  # the candidate and each reference worker
+    assert problem.cap_s("benchmark", 300.0) == 180.0 * runs
+    assert problem.cap_s("test", 300.0) == 300.0  # one run of 120 s: --cap is longer
+    assert problem.cap_s("test", 60.0) == 120.0
