@@ -98,6 +98,9 @@ def test_two_judges_time_the_reference_in_five_workers_in_all(two_judges):
     labels = [label for label, _ in two_judges["lines"]]
     assert labels.count("addone benchmark[size=4096-seed=13-flag=False-label=big] (reference)") == 1
     assert {"judge 0 (GPU 0)", "judge 1 (GPU 1)"} <= set(labels)  # the phase account
+    # Each judge's share of the reference says where its workers' seconds went.
+    shares = [text for label, text in two_judges["lines"] if "its share of the reference" in text]
+    assert shares and all("worker_start" in text and "timing" in text for text in shares)
 
 
 @pytest.mark.runs_long

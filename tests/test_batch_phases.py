@@ -11,6 +11,7 @@ import pytest
 from pytest_kernelboard.batch import Candidate, judge_many, record_schema
 from pytest_kernelboard.batch.phases import (
     ORDER,
+    REFERENCE_PARTS,
     SERIAL,
     PhaseClock,
     account_lines,
@@ -56,6 +57,12 @@ def test_every_record_says_where_its_time_went(benchmark_batch):
     # The first timed candidate waited for the reference's timing; the next one reuses it.
     assert first["phases"]["reference"] > 0
     assert "reference" not in second["phases"]
+    # Its workers' start, import and timing loop are told apart, within the wait.
+    parts = {p: first["phases"].get(p, 0.0) for p in REFERENCE_PARTS}
+    assert parts["reference_worker_start"] > 0 and parts["reference_import"] > 0
+    assert parts["reference_timing"] > 0
+    assert sum(parts.values()) <= first["phases"]["reference"] + 1e-3
+    assert not any(p in second["phases"] for p in REFERENCE_PARTS)
     # A candidate that does not import is never timed.
     assert syntax["status"] == "error" and "timing" not in syntax["phases"]
 

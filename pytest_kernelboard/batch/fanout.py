@@ -202,6 +202,13 @@ def _names(group: Sequence[int]) -> str:
     return ", ".join(str(gpu) for gpu in group)
 
 
+def reference_parts_note(parts: dict[str, float]) -> str:
+    """`: worker_start 1.2 s, import 0.3 s, ...`, the reference's workers' seconds by part."""
+    if not parts:
+        return ""
+    return ": " + ", ".join(f"{part} {seconds:.1f} s" for part, seconds in parts.items())
+
+
 def phase_line(message: dict[str, Any]) -> str:
     """A judge's account of its time, as a progress line."""
     if message["phase"] == "reference":
@@ -209,6 +216,7 @@ def phase_line(message: dict[str, Any]) -> str:
         return (
             f"timed its share of the reference (its workers {workers} of {REFERENCE_WORKERS}) "
             f"on {message['cases']} case(s) in {message['reference_s']:.1f} s"
+            + reference_parts_note(message.get("parts") or {})
         )
     return (
         f"judged {message['candidates']} candidate(s) in {message['candidates_s']:.1f} s "

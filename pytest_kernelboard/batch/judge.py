@@ -388,32 +388,40 @@ class BatchJudge:
         def around() -> Any:
             return paused([w.process.pid for e in arrived() for w in e.workers()])
 
+        parts: dict[str, float] = {}  # where its workers' seconds went
         for case in cases if share.workers else ():
             key, label = reference_key(case), reference_label(self.task, case)
             self.account["reference_workers"] += len(share.workers)
             try:
-                timings = self.session.time_reference(self.task, case, len(share.workers), around)
+                timings = self.session.time_reference(
+                    self.task, case, len(share.workers), around, parts
+                )
             except ReferenceUnavailable as exc:
                 share.publish(key, label, [], str(exc))
             else:
                 share.publish(key, label, timings)
         self.account["reference_s"] = time.perf_counter() - started
         if cases and share.workers:
-            share.report("reference", cases=len(cases), workers=share.workers, **self.account)
+            share.report(
+                "reference", cases=len(cases), workers=share.workers, parts=parts, **self.account
+            )
 
     def _reference_timing(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
         """The reference's timing of a case, timed here or shared by every GPU's judge; the
         wait is the phase `reference` of the candidate being judged."""
         clock = current_clock()
         started = time.perf_counter()
+        parts: dict[str, float] = {}  # where the reference's workers' seconds went
         try:
             with working_for(None):  # the reference's workers are not the candidate's
                 if self.reference_share is not None:
                     return self._shared_reference(task, case)
-                return self.session._measure_reference(task, case)  # the one-GPU default
+                return self.session._measure_reference(task, case, parts)  # the one-GPU default
         finally:
             if clock is not None:
                 clock.add("reference", time.perf_counter() - started)
+                for part, seconds in parts.items():
+                    clock.add(f"reference_{part}", seconds)
 
     def _shared_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
         """The session's reference timing of a case: the one the parent combined from every

@@ -14,7 +14,10 @@ The phases, in the order a candidate meets them:
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
                      is built here, in the worker and, once per batch, in the judge), the
                      calibration and everything of the case that is not its timing loop
-    reference        waiting for the reference's timing (the batch's first timed candidate)
+    reference        waiting for the reference's timing (the batch's first timed candidate),
+                     of which reference_worker_start, reference_import, reference_calibrate,
+                     reference_timing and reference_other: its workers' start, import, timing
+                     calibration, timing loop and the rest (the first call's set-up, closing)
     timing           the timing loop: its calls, of which timing_generate (fresh inputs),
                      timing_worker (the requests' round trips) and timing_verify (each output
                      checked)
@@ -36,6 +39,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from ..evaluation import session
 from ..supervisor.client import WorkerProcess
 from ..supervisor.failures import WorkerFailure
 from ..supervisor.pool import WorkerPool
@@ -55,7 +59,8 @@ SERIAL = (
 )
 OVERLAPPED = ("worker_start", "import", "paused")
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
-ORDER = ("worker_start", "import", *SERIAL, *TIMING_PARTS, "paused", "wall")
+REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
+ORDER = ("worker_start", "import", *SERIAL, *TIMING_PARTS, *REFERENCE_PARTS, "paused", "wall")
 
 _current = threading.local()  # the clock of the candidate this thread works for
 
@@ -165,13 +170,15 @@ def account_lines(account: Mapping[str, Any], wall_s: float | None = None) -> li
             if phase in OVERLAPPED
             else "part of timing"
             if phase in TIMING_PARTS
+            else "part of reference"
+            if phase in REFERENCE_PARTS
             else ""
         )
         share = (
             f"{100 * mean[phase] / serial:5.1f}% of serial" if phase in SERIAL and serial else ""
         )
-        lines.append(f"  {phase:<16}{mean[phase]:9.3f}  {where:<15}{share}")
-    lines.append(f"  {'serial sum':<16}{serial:9.3f}")
+        lines.append(f"  {phase:<24}{mean[phase]:9.3f}  {where:<18}{share}")
+    lines.append(f"  {'serial sum':<24}{serial:9.3f}")
     if wall_s is not None and account["candidates"]:
-        lines.append(f"  {'batch wall / n':<16}{wall_s / account['candidates']:9.3f}")
+        lines.append(f"  {'batch wall / n':<24}{wall_s / account['candidates']:9.3f}")
     return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -35,6 +36,10 @@ from .limits import Limits
 from .progress import Progress
 
 DEFAULT_PRECISION = 0.005
+# Where a reference worker's seconds go (time_reference's account): its start (taken from the
+# pool, first answer), its import, the timing calibration, the timing loop, and the rest (the
+# first call's set-up outside the loop, closing the worker before it, pausing others).
+REFERENCE_PARTS = ("worker_start", "import", "calibrate", "timing", "other")
 
 
 class JudgingSession:
@@ -145,7 +150,9 @@ class JudgingSession:
             )
         return self._reference_ranks[task.name]
 
-    def _measure_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
+    def _measure_reference(
+        self, task: TaskSpec, case: Case, account: dict[str, float] | None = None
+    ) -> dict[str, Any] | None:
         """Times the reference on the case, the same way as a submission, in its own worker.
 
         Each of its timed calls is checked too, as a submission's are: not to doubt it, but so
@@ -153,7 +160,7 @@ class JudgingSession:
         expected output made and given back). That work was the one difference between the two
         when identical code at vectoradd 16384² read 605 µs against the unchecked reference's
         519 on the H100 (docs/timing.md)."""
-        records = self.time_reference(task, case, self.reference_workers)
+        records = self.time_reference(task, case, self.reference_workers, account=account)
         chosen, relative_spread = combined_reference(records)
         if self.progress is not None and relative_spread is not None:
             self.progress.case_timed(
@@ -167,14 +174,17 @@ class JudgingSession:
         case: Case,
         workers: int,
         around: Callable[[], AbstractContextManager[Any]] = nullcontext,
+        account: dict[str, float] | None = None,
     ) -> list[dict[str, Any]]:
         """The reference's timing record of the case in each of `workers` fresh workers
         (ReferenceUnavailable, with the reason, when one fails); `around()` is entered for each
-        worker's timing (a batch pauses its other candidates' workers meanwhile)."""
+        worker's timing (a batch pauses its other candidates' workers meanwhile). `account`,
+        where given, gets the workers' seconds added by REFERENCE_PARTS."""
         judge = self.reference_judge(task)
         records = []
         try:
             for index in range(workers):
+                began, before = time.perf_counter(), dict(judge.startup_s)
                 if index:
                     judge.close()  # the next timing starts a fresh worker
                 with around():
@@ -185,6 +195,12 @@ class JudgingSession:
                         self._progress_for(task, case, True),
                     )
                 records.append(measured.to_record())
+                if account is not None:
+                    spent = {part: judge.startup_s[part] - before[part] for part in before}
+                    spent["timing"] = float(records[-1].get("elapsed_s") or 0.0)
+                    spent["other"] = time.perf_counter() - began - sum(spent.values())
+                    for part in REFERENCE_PARTS:
+                        account[part] = account.get(part, 0.0) + max(spent[part], 0.0)
         except (WorkerFailure, Skip, VerificationFailure) as exc:
             # The submission's case stands without a speedup; the reason goes into its record.
             raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None

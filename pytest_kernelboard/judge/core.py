@@ -174,6 +174,9 @@ class SubmissionJudge:
         self._last_call_us: float | None = None  # the last correctness call, round trip
         self._round_trip_us = 0.0  # the judge-side time of an empty request (outside_clock)
         self._timed_out = False  # a case timed out: the rest fail at once
+        # Seconds this judge spent starting workers, over its life: taking one and its first
+        # answer (worker_start), the import (import), the timing calibration (calibrate).
+        self.startup_s: dict[str, float] = {"worker_start": 0.0, "import": 0.0, "calibrate": 0.0}
 
     # -- worker lifecycle ----------------------------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -183,6 +186,7 @@ class SubmissionJudge:
         if self._worker is not None and self._worker.alive:
             return self._worker
         self._discard_worker()  # one that crashed or timed out: its failure is reported
+        started = time.perf_counter()
         worker = self.pool.take()
         self._calibration = None
         worker.trusted = self.modules.trusted_modules()
@@ -190,12 +194,16 @@ class SubmissionJudge:
             worker.ping(STARTUP_TIMEOUT_S)
             # Measured before the submission is imported: its code cannot slow it down.
             self._round_trip_us = outside_clock.round_trip_us(worker)
+            answered = time.perf_counter()
+            self.startup_s["worker_start"] += answered - started
             # The import (and any build it does) has its own budget, before any case's.
             budget_s = compile_timeout(self.task)
             try:
                 worker.load(self.stage_dir, self.module, budget_s, self.entry)
             except WorkerFailure as failure:
                 raise build_budget_failure(failure, budget_s) from None
+            finally:
+                self.startup_s["import"] += time.perf_counter() - answered
         except WorkerFailure as failure:
             worker.discard()  # the failure already holds its log's tail
             # Import errors are deterministic: report the same failure for every case.
@@ -538,6 +546,7 @@ class SubmissionJudge:
     ) -> Measurement:
         worker = self.worker()
         if self._calibration is None and self.use_cuda:
+            calibrating = time.perf_counter()
             self._calibration = worker.request(
                 Op.CALIBRATE,
                 STARTUP_TIMEOUT_S,
@@ -546,6 +555,7 @@ class SubmissionJudge:
             ).payload
             # The judge bounds the pre-roll (stats/preroll.py); the bounded one is recorded.
             self._calibration["preroll_us"] = preroll_for(self._calibration)
+            self.startup_s["calibrate"] += time.perf_counter() - calibrating
         preroll_us = preroll_for(self._calibration)
 
         frugal: bool | None = None  # decided on the first timed call's input
