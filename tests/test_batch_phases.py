@@ -63,8 +63,18 @@ def test_every_record_says_where_its_time_went(benchmark_batch):
     assert parts["reference_timing"] > 0
     assert sum(parts.values()) <= first["phases"]["reference"] + 1e-3
     assert not any(p in second["phases"] for p in REFERENCE_PARTS)
+    # The calibration is the timed case's, not its check's; on a CPU there is none.
+    assert "calibrate" not in first["phases"]
     # A candidate that does not import is never timed.
     assert syntax["status"] == "error" and "timing" not in syntax["phases"]
+
+
+def test_a_timed_case_tells_its_calibration_from_its_check():
+    clock = PhaseClock()
+    clock.timed_case({"elapsed_s": 2.0}, total_s=5.0, reference_s=1.0, calibrate_s=0.5)
+    phases = clock.to_json()
+    assert phases["timing"] == 2.0 and phases["calibrate"] == 0.5
+    assert phases["benchmark_check"] == pytest.approx(1.5)
 
 
 def test_the_batch_account_averages_the_phases_and_sums_the_serial_ones():

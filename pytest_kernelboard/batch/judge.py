@@ -328,10 +328,14 @@ class BatchJudge:
                 case_started = time.perf_counter()
                 clock.add("pausing", case_started - stopping)
                 waited = clock.seconds.get("reference", 0.0)
+                calibrated = _calibrate_s(evaluation)
                 outcome = evaluation.run(case)
                 waited = clock.seconds.get("reference", 0.0) - waited
+                calibrated = _calibrate_s(evaluation) - calibrated
                 outcomes.append((case, outcome))
-                clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited)
+                clock.timed_case(
+                    outcome.timing, time.perf_counter() - case_started, waited, calibrated
+                )
             for other in stopped:  # their workers were stopped meanwhile
                 self._clocks[other].add("paused", time.perf_counter() - stopping)
         with clock.phase("census"):
@@ -481,6 +485,12 @@ def _prepare(evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
     with working_for(clock):
         evaluation.prepare()
     clock.add("import", time.perf_counter() - started - clock.seconds.get("worker_start", 0.0))
+
+
+def _calibrate_s(evaluation: SubmissionEvaluation) -> float:
+    """Seconds the candidate's judge has spent calibrating its workers' timing so far."""
+    judge = getattr(evaluation, "judge", None)
+    return getattr(judge, "startup_s", {}).get("calibrate", 0.0)
 
 
 def reference_key(case: Case) -> str:

@@ -11,9 +11,10 @@ The phases, in the order a candidate meets them:
     closing          before its timed case, waiting until the workers of the candidates judged
                      before it are gone (killed beside its correctness cases)
     pausing          stopping the other candidates' workers before its timed case
+    calibrate        the timing calibration in its worker (empty calls timed as real ones)
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
-                     is built here, in the worker and, once per batch, in the judge), the
-                     calibration and everything of the case that is not its timing loop
+                     is built here, in the worker and, once per batch, in the judge) and
+                     everything else of the case that is not its timing loop
     reference        waiting for the reference's timing (the batch's first timed candidate),
                      of which reference_worker_start, reference_import, reference_calibrate,
                      reference_timing and reference_other: its workers' start, import, timing
@@ -51,6 +52,7 @@ SERIAL = (
     "correctness",
     "closing",
     "pausing",
+    "calibrate",
     "benchmark_check",
     "reference",
     "timing",
@@ -86,16 +88,22 @@ class PhaseClock:
             self.add(name, time.perf_counter() - started)
 
     def timed_case(
-        self, timing: Mapping[str, Any] | None, total_s: float, reference_s: float
+        self,
+        timing: Mapping[str, Any] | None,
+        total_s: float,
+        reference_s: float,
+        calibrate_s: float = 0.0,
     ) -> None:
         """A benchmark case's `total_s`: its timing loop (the timing record's elapsed_s, with
-        its wall_s parts), `reference_s` spent waiting for the reference, the rest its check."""
+        its wall_s parts), `reference_s` spent waiting for the reference, `calibrate_s` in the
+        timing calibration, the rest its check."""
         loop = float((timing or {}).get("elapsed_s") or 0.0)
         self.add("timing", loop)
         for part, seconds in ((timing or {}).get("wall_s") or {}).items():
             if f"timing_{part}" in TIMING_PARTS:
                 self.add(f"timing_{part}", float(seconds))
-        self.add("benchmark_check", total_s - loop - reference_s)
+        self.add("calibrate", calibrate_s)
+        self.add("benchmark_check", total_s - loop - reference_s - calibrate_s)
 
     def to_json(self) -> dict[str, float]:
         """The phases that took time, in ORDER, and the candidate's wall time."""
