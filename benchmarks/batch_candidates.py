@@ -23,7 +23,9 @@ An expectation is `{status, error_kind?, flags?, faster?}`:
 - faster: in benchmark mode, on a GPU, of a candidate that passed: true means speedup > 1 and
   not tied with the reference; false means not that; absent or null: not checked (a
   prediction the H100 has not confirmed). `faster_cpu` is the same on a CPU;
-- `cpu`, `test`, `benchmark`: keys that replace the ones above on a CPU or in that mode;
+- `cpu`, `test`, `benchmark`: keys that replace the ones above on a CPU or in that mode (a
+  `cpu` key may hold `test` or `benchmark` keys of its own: on a CPU in that mode); status and
+  error_kind may be lists of what is acceptable;
 - `note`: why an expectation is what it is, for the reader of a mismatch.
 """
 
@@ -421,6 +423,12 @@ TF32_CONFIGS = [
 IEEE_CONFIGS = [(32, 32, 32, 4, 3), (16, 64, 32, 4, 3), (64, 64, 16, 4, 3)]
 
 
+# On a CPU, Triton runs in its interpreter: a fused 128 x 1024 -> 512 GEMM passes its
+# correctness cases, but its timed case may outlast the batch's 20 s benchmark_timeout (11 of 11
+# did on the 2-core CPU machine, their correctness checks at full size taking most of it).
+INTERPRETED_GEMM = {"benchmark": {"status": ["passed", "error"], "error_kind": [None, "timeout"]}}
+
+
 def triton_fused() -> Iterator[Spec]:
     for index, (bm, bn, bk, warps, stages) in enumerate(FP16_CONFIGS):
         kernel = TritonFused(bm, bn, bk, warps, stages, "fp16", "kernel" if index % 2 else "model")
@@ -433,6 +441,7 @@ def triton_fused() -> Iterator[Spec]:
                 "faster": True,
                 "faster_cpu": False,
                 "note": "one kernel on tensor cores against cuBLAS's float32 GEMM and three more",
+                "cpu": INTERPRETED_GEMM,
             },
         )
     for index, (bm, bn, bk, warps, stages) in enumerate(TF32_CONFIGS):
@@ -441,7 +450,12 @@ def triton_fused() -> Iterator[Spec]:
         yield Spec(
             f"triton-tf32-{bm}x{bn}x{bk}",
             kernel.source(doc),
-            {"status": "passed", "faster_cpu": False, "note": "faster on the H100: unconfirmed"},
+            {
+                "status": "passed",
+                "faster_cpu": False,
+                "note": "faster on the H100: unconfirmed",
+                "cpu": INTERPRETED_GEMM,
+            },
         )
     for bm, bn, bk, warps, stages in IEEE_CONFIGS:
         kernel = TritonFused(bm, bn, bk, warps, stages, "ieee")
@@ -449,7 +463,12 @@ def triton_fused() -> Iterator[Spec]:
         yield Spec(
             f"triton-ieee-{bm}x{bn}x{bk}",
             kernel.source(doc),
-            {"status": "passed", "faster_cpu": False, "note": "faster on the H100: unconfirmed"},
+            {
+                "status": "passed",
+                "faster_cpu": False,
+                "note": "faster on the H100: unconfirmed",
+                "cpu": INTERPRETED_GEMM,
+            },
         )
 
 
