@@ -49,25 +49,16 @@ def test_widening_adds_the_between_worker_term_in_quadrature_on_log_times():
     assert 0 < widened(timing(1.0, 0.5, 1.5), 5.0, workers=5)["rank_ci95_us"][0] < 0.01
 
 
-def test_a_slower_timing_is_widened_by_the_spread_in_microseconds_not_as_a_fraction():
-    """A spread measured on a 1.7 ms reference (a loaded 2-core machine: 60% between workers)
-    says a worker adds or loses about a millisecond; it does not make a 20 ms call a 2 ms one."""
-    slow = timing(20_000.0, 19_900.0, 20_100.0)
-    out = widened(slow, 0.60, workers=5, measured_at_us=1_700.0)
-    low, high = out["rank_ci95_us"]
-    assert 15_000 < low < 19_900 and 20_100 < high < 27_000
-    assert low > widened(slow, 0.60, workers=5)["rank_ci95_us"][0]  # as a fraction: far wider
-    # A faster timing gets the spread as measured, a fraction of its own time.
-    fast = timing(100.0, 97.0, 104.0)
-    assert widened(fast, 0.1, workers=5, measured_at_us=1_700.0) == widened(fast, 0.1, workers=5)
-
-
 def test_a_much_slower_submission_is_not_tied_by_a_noisy_reference():
-    reference = {"rank_us": 1_700.0, "between_workers_rsd": 0.8, "rank_us_by_worker": [1_700.0] * 5}
-    reference_interval = widened(timing(1_700.0, 1_650.0, 1_750.0), 0.8, workers=5, median_of=5)[
+    """On a loaded 2-core CPU machine a 1.7 ms reference's five workers spread by up to about
+    30%; a submission that spends 20 ms a call must stay slower. On log times it does up to a
+    spread of about 65%, where a linear widening took its interval to zero from about 31%."""
+    reference = {"rank_us": 1_700.0, "between_workers_rsd": 0.5, "rank_us_by_worker": [1_700.0] * 5}
+    reference_interval = widened(timing(1_700.0, 1_650.0, 1_750.0), 0.5, workers=5, median_of=5)[
         "rank_ci95_us"
     ]
     slow = one_worker(timing(20_000.0, 19_900.0, 20_100.0), reference)
+    assert slow["rank_ci95_us"][0] > 4_000
     assert not tied(20_000.0, slow["rank_ci95_us"], 1_700.0, reference_interval)
 
 

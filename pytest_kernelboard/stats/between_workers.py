@@ -32,24 +32,17 @@ def spread(times_us: Sequence[float]) -> float | None:
 
 
 def widened(
-    timing: Mapping[str, Any],
-    relative_spread: float,
-    workers: int,
-    median_of: int = 1,
-    measured_at_us: float | None = None,
+    timing: Mapping[str, Any], relative_spread: float, workers: int, median_of: int = 1
 ) -> dict[str, Any]:
     """The timing with its ranking interval widened by the spread between workers.
 
-    `relative_spread` was measured over `workers` workers (spread()), on times near
-    `measured_at_us` (the timing's own when None); the timing is one worker's (median_of=1) or
-    the median of `median_of` workers'. The widening is done on log times, as the spread was
-    measured: each side's half-width becomes sqrt(h^2 + b^2), h that side's own half-width in
-    log units and b = t(0.975, workers - 1) * s * f, s the spread, f 1 or
-    sqrt(pi/2)/sqrt(median_of). A timing slower than the times the spread was measured on gets
-    the same absolute widening, not the same fraction (s scaled by measured_at_us / its time):
-    a worker's host time adds microseconds to a call, it does not multiply a long kernel. The
-    samples' interval stays as `rank_ci95_within_us`, the spread as `between_workers_rsd`. A
-    timing without a ranking interval is returned as it is.
+    `relative_spread` was measured over `workers` workers (spread()); the timing is one
+    worker's (median_of=1) or the median of `median_of` workers'. The widening is done on log
+    times, as the spread was measured: each side's half-width in log units becomes
+    sqrt(h^2 + b^2), h that side's own and b = t(0.975, workers - 1) * s * f, s the spread and
+    f 1 or sqrt(pi/2)/sqrt(median_of); so an interval never reaches zero, however wide the
+    spread. The samples' interval stays as `rank_ci95_within_us`, the spread as
+    `between_workers_rsd`. A timing without a ranking interval is returned as it is.
     """
     if not timing.get("rank_ci95_us"):
         return dict(timing)
@@ -58,8 +51,7 @@ def widened(
     if center <= 0:
         return dict(timing)
     factor = 1.0 if median_of <= 1 else _MEDIAN_SE_FACTOR / math.sqrt(median_of)
-    scale = 1.0 if measured_at_us is None else min(1.0, float(measured_at_us) / center)
-    between = student_t_critical(workers - 1) * relative_spread * scale * factor
+    between = student_t_critical(workers - 1) * relative_spread * factor
     widened_low = 0.0
     if low > 0:
         widened_low = center * math.exp(-math.hypot(math.log(center / low), between))
@@ -74,10 +66,9 @@ def widened(
 
 def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
     """One worker's timing of a case, widened by the spread the reference's workers measured on
-    it at the reference's time (unchanged where the reference was timed in one worker)."""
+    it (unchanged where the reference was timed in one worker)."""
     relative_spread = reference.get("between_workers_rsd")
-    by_worker = reference.get("rank_us_by_worker") or ()
-    if relative_spread is None or len(by_worker) < 2:
+    workers = len(reference.get("rank_us_by_worker") or ())
+    if relative_spread is None or workers < 2:
         return timing
-    measured_at = reference.get("rank_us") or statistics.median(by_worker)
-    return widened(timing, float(relative_spread), len(by_worker), measured_at_us=measured_at)
+    return widened(timing, float(relative_spread), workers)
