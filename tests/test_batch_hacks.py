@@ -258,7 +258,11 @@ def test_clocks_patched_at_import_do_not_change_the_recorded_time(timed_records)
     assert case["time_us"] >= 15_000  # the 20 ms it really spends, not the 20 us it claims
     assert case["ci95_within_us"][0] >= 15_000  # its own samples' interval
     assert case["ci95_us"][0] <= case["ci95_within_us"][0]  # that and the workers' spread
-    assert record["speedup"] < 1 and record["tied"] is False
+    assert record["speedup"] < 1
+    # Not tied, unless the reference's own workers spread so far that intervals drawn from
+    # that spread meet: at this ratio (4x or more) it takes about 30% (stats/between_workers.py),
+    # which a loaded 2-core CI machine reaches; a tie is then the honest verdict.
+    assert record["tied"] is False or case["between_workers_rsd"] >= 0.3, case
 
 
 def test_a_cache_by_hash_is_timed_on_fresh_inputs(timed_records):
