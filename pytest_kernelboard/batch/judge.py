@@ -50,7 +50,7 @@ from ..spec.task import TaskError, TaskSpec
 from ..stats.speed_of_light import speed_of_light
 from ..supervisor.pausing import paused
 from .candidates import Candidate
-from .phases import PhaseClock, PhasedPool, working_for
+from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 from .reference_share import REFERENCE_WORKERS, ReferenceShare
@@ -180,7 +180,6 @@ class BatchJudge:
             progress=progress,
             reference_workers=REFERENCE_WORKERS,
             measure_reference=self._reference_timing,
-            pool=PhasedPool(),
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.
         self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}
@@ -328,10 +327,10 @@ class BatchJudge:
                 case_started = time.perf_counter()
                 clock.add("pausing", case_started - stopping)
                 waited = clock.seconds.get("reference", 0.0)
-                calibrated = _calibrate_s(evaluation)
+                calibrated = _startup_s(evaluation, "calibrate")
                 outcome = evaluation.run(case)
                 waited = clock.seconds.get("reference", 0.0) - waited
-                calibrated = _calibrate_s(evaluation) - calibrated
+                calibrated = _startup_s(evaluation, "calibrate") - calibrated
                 outcomes.append((case, outcome))
                 clock.timed_case(
                     outcome.timing, time.perf_counter() - case_started, waited, calibrated
@@ -417,10 +416,9 @@ class BatchJudge:
         started = time.perf_counter()
         parts: dict[str, float] = {}  # where the reference's workers' seconds went
         try:
-            with working_for(None):  # the reference's workers are not the candidate's
-                if self.reference_share is not None:
-                    return self._shared_reference(task, case)
-                return self.session._measure_reference(task, case, parts)  # the one-GPU default
+            if self.reference_share is not None:
+                return self._shared_reference(task, case)
+            return self.session._measure_reference(task, case, parts)  # the one-GPU default
         finally:
             if clock is not None:
                 clock.add("reference", time.perf_counter() - started)
@@ -479,18 +477,17 @@ class BatchJudge:
 
 
 def _prepare(evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
-    """The candidate's worker started and its submission imported, ahead of its turn; the
-    time, less the worker's start, is its phase `import`."""
-    started = time.perf_counter()
-    with working_for(clock):
-        evaluation.prepare()
-    clock.add("import", time.perf_counter() - started - clock.seconds.get("worker_start", 0.0))
+    """The candidate's worker started and its submission imported, ahead of its turn; its judge
+    says how long each took (its phases `worker_start` and `import`)."""
+    evaluation.prepare()
+    for phase in ("worker_start", "import"):
+        clock.add(phase, _startup_s(evaluation, phase))
 
 
-def _calibrate_s(evaluation: SubmissionEvaluation) -> float:
-    """Seconds the candidate's judge has spent calibrating its workers' timing so far."""
-    judge = getattr(evaluation, "judge", None)
-    return getattr(judge, "startup_s", {}).get("calibrate", 0.0)
+def _startup_s(evaluation: SubmissionEvaluation, part: str) -> float:
+    """Seconds the candidate's judge has spent so far on `part` of starting its workers
+    (SubmissionJudge.startup_s: worker_start, import, calibrate); 0 for an eval.py judge."""
+    return getattr(evaluation.judge, "startup_s", {}).get(part, 0.0)
 
 
 def reference_key(case: Case) -> str:

@@ -41,11 +41,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..evaluation import session
-from ..supervisor.client import WorkerProcess
-from ..supervisor.failures import WorkerFailure
-from ..supervisor.pool import WorkerPool
 
-STARTUP_TIMEOUT_S = 120.0  # as the judge's own first ping (judge/core.py)
 # The phases that run one candidate after another on a GPU's judge (the others overlap them).
 SERIAL = (
     "prepare_wait",
@@ -126,25 +122,6 @@ def working_for(clock: PhaseClock | None) -> Iterator[None]:
 
 def current() -> PhaseClock | None:
     return getattr(_current, "clock", None)
-
-
-class PhasedPool(WorkerPool):
-    """The batch's worker pool: a worker taken for a candidate is pinged at once, so the
-    candidate's clock tells its worker's start (the take and the first answer) from its
-    import."""
-
-    def take(self) -> WorkerProcess:
-        clock = current()
-        started = time.perf_counter()
-        worker = super().take()
-        if clock is None:
-            return worker
-        try:
-            worker.ping(STARTUP_TIMEOUT_S)
-        except WorkerFailure:  # the judge's own first ping reports it
-            pass
-        clock.add("worker_start", time.perf_counter() - started)
-        return worker
 
 
 def batch_account(phases: list[Mapping[str, float]]) -> dict[str, Any]:
