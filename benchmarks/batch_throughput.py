@@ -86,14 +86,13 @@ def judge(
 def effective(expect: dict[str, Any], mode: str, gpu: bool) -> dict[str, Any]:
     """The expectation with its device and mode overrides applied."""
     modes = ("test", "benchmark")
+    on_cpu = {} if gpu else expect.get("cpu", {})
     result = {k: v for k, v in expect.items() if k not in ("cpu", *modes)}
+    result.update({k: v for k, v in on_cpu.items() if k not in modes})
     if not gpu:
-        on_cpu = expect.get("cpu", {})
-        result.update({k: v for k, v in on_cpu.items() if k not in modes})
         result["faster"] = result.get("faster_cpu")
     result.update(expect.get(mode, {}))
-    if not gpu:
-        result.update(expect.get("cpu", {}).get(mode, {}))
+    result.update(on_cpu.get(mode, {}))
     return result
 
 
