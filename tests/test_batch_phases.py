@@ -10,6 +10,7 @@ import pytest
 
 from pytest_kernelboard.batch import Candidate, judge_many, record_schema
 from pytest_kernelboard.batch.phases import (
+    CHECK_PARTS,
     ORDER,
     REFERENCE_PARTS,
     SERIAL,
@@ -54,6 +55,12 @@ def test_every_record_says_where_its_time_went(benchmark_batch):
         assert phases["correctness"] > 0 and phases["benchmark_check"] > 0
         assert phases["timing"] > 0 and phases["timing_worker"] > 0
         assert phases["timing"] <= phases["wall"]
+        # The timed case's check is told apart: its input, the worker's call, the verdict.
+        check = {p: phases.get(p, 0.0) for p in CHECK_PARTS}
+        assert check["benchmark_check_call"] > 0 and check["benchmark_check_verify"] > 0
+        assert 0 < check["benchmark_check_worker"] <= check["benchmark_check_call"]
+        parts = ("generate", "call", "verify")
+        assert sum(check[f"benchmark_check_{p}"] for p in parts) <= phases["benchmark_check"]
     # The first timed candidate waited for the reference's timing; the next one reuses it.
     assert first["phases"]["reference"] > 0
     assert "reference" not in second["phases"]

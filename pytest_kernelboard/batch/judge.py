@@ -197,8 +197,13 @@ class BatchJudge:
         self.session.pool.spares = spares if spares is not None else default_spares()
         # Benchmark mode on a GPU takes a kernel census of every candidate (only library
         # kernels?): its workers start the profiler while they start, off the critical path.
-        self.session.pool.warm_profiler = mode == "benchmark" and self.session.use_cuda
+        # Asked for without looking for a GPU, which would import torch here: a worker without
+        # CUDA takes no census and ignores it.
+        self.session.pool.warm_profiler = mode == "benchmark"
         if not is_evalpy_task(task):  # an eval.py folder's reference.py is its own business
+            # The zygote and the first workers start now: their torch import overlaps the
+            # judge's own (the leaderboard's modules import it) instead of following it.
+            self.session.pool.prestart()
             self.session.modules(task)  # imported once, here, before any thread looks ahead
         self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
         self._count = 0
@@ -328,6 +333,7 @@ class BatchJudge:
                 clock.add("pausing", case_started - stopping)
                 waited = clock.seconds.get("reference", 0.0)
                 calibrated = _startup_s(evaluation, "calibrate")
+                checked = _check_s(evaluation)
                 outcome = evaluation.run(case)
                 waited = clock.seconds.get("reference", 0.0) - waited
                 calibrated = _startup_s(evaluation, "calibrate") - calibrated
@@ -335,6 +341,8 @@ class BatchJudge:
                 clock.timed_case(
                     outcome.timing, time.perf_counter() - case_started, waited, calibrated
                 )
+                for part, seconds in _check_s(evaluation).items():
+                    clock.add(f"benchmark_check_{part}", seconds - checked[part])
             for other in stopped:  # their workers were stopped meanwhile
                 self._clocks[other].add("paused", time.perf_counter() - stopping)
         with clock.phase("census"):
@@ -488,6 +496,12 @@ def _startup_s(evaluation: SubmissionEvaluation, part: str) -> float:
     """Seconds the candidate's judge has spent so far on `part` of starting its workers
     (SubmissionJudge.startup_s: worker_start, import, calibrate); 0 for an eval.py judge."""
     return getattr(evaluation.judge, "startup_s", {}).get(part, 0.0)
+
+
+def _check_s(evaluation: SubmissionEvaluation) -> dict[str, float]:
+    """Seconds the candidate's judge has spent so far on each part of its correctness calls
+    (SubmissionJudge.check_s: generate, call, worker, verify); none for an eval.py judge."""
+    return dict(getattr(evaluation.judge, "check_s", {}))
 
 
 def reference_key(case: Case) -> str:

@@ -14,7 +14,11 @@ The phases, in the order a candidate meets them:
     calibrate        the timing calibration in its worker (empty calls timed as real ones)
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
                      is built here, in the worker and, once per batch, in the judge) and
-                     everything else of the case that is not its timing loop
+                     everything else of the case that is not its timing loop; of it,
+                     benchmark_check_generate (the input), benchmark_check_call (the worker's
+                     call as the judge saw it: the copy sent, the reply), of which
+                     benchmark_check_worker (the worker's own handling of it), and
+                     benchmark_check_verify (the output checked)
     reference        waiting for the reference's timing (the batch's first timed candidate),
                      of which reference_worker_start, reference_import, reference_calibrate,
                      reference_timing and reference_other: its workers' start, import, timing
@@ -41,6 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..evaluation import session
+from ..judge import core
 
 # The phases that run one candidate after another on a GPU's judge (the others overlap them).
 SERIAL = (
@@ -57,8 +62,18 @@ SERIAL = (
 )
 OVERLAPPED = ("worker_start", "import", "paused")
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
+CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
 REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
-ORDER = ("worker_start", "import", *SERIAL, *TIMING_PARTS, *REFERENCE_PARTS, "paused", "wall")
+ORDER = (
+    "worker_start",
+    "import",
+    *SERIAL,
+    *CHECK_PARTS,
+    *TIMING_PARTS,
+    *REFERENCE_PARTS,
+    "paused",
+    "wall",
+)
 
 _current = threading.local()  # the clock of the candidate this thread works for
 
@@ -155,6 +170,8 @@ def account_lines(account: Mapping[str, Any], wall_s: float | None = None) -> li
             if phase in OVERLAPPED
             else "part of timing"
             if phase in TIMING_PARTS
+            else "part of check"
+            if phase in CHECK_PARTS
             else "part of reference"
             if phase in REFERENCE_PARTS
             else ""

@@ -52,6 +52,7 @@ STARTUP_TIMEOUT_S = 120.0
 RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 UNKNOWN = object()  # which inputs the reference writes: not learnt yet
+CHECK_PARTS = ("generate", "call", "worker", "verify")  # SubmissionJudge.check_s
 PROFILER_EXIT_GRACE_S = 120.0
 
 
@@ -177,6 +178,10 @@ class SubmissionJudge:
         # Seconds this judge spent starting workers, over its life: taking one and its first
         # answer (worker_start), the import (import), the timing calibration (calibrate).
         self.startup_s: dict[str, float] = {"worker_start": 0.0, "import": 0.0, "calibrate": 0.0}
+        # Seconds its correctness calls spent, over its life: the input made (generate), the
+        # worker's call as the judge saw it (call; of it, the worker's own handling: worker),
+        # the output checked (verify).
+        self.check_s: dict[str, float] = dict.fromkeys(CHECK_PARTS, 0.0)
 
     # -- worker lifecycle ----------------------------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -349,7 +354,9 @@ class SubmissionJudge:
             torch.cuda.synchronize()
 
     def _check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
+        generating = time.perf_counter()
         pristine = self.generate_or_not_run(case)
+        self.check_s["generate"] += time.perf_counter() - generating
         worker = self.worker()
         trace("check: generated", worker.window_bytes)
         frugal = is_frugal(pristine)
@@ -357,11 +364,15 @@ class SubmissionJudge:
         # worker's copy is made (a copy for the reference beside it would be a third).
         on_host = frugal and not device_bytes(pristine)
         allowed = self._reference_writes(case, pristine) if on_host else UNKNOWN
+        calling = time.perf_counter()
         sent = worker.private_copy(pristine)
         self.settle()
         with lost_with(worker, sent):
             reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
         self._last_call_us = reply.elapsed_s * 1e6
+        self.check_s["call"] += time.perf_counter() - calling
+        self.check_s["worker"] += reply.elapsed_s
+        verifying = time.perf_counter()
         trace("check: replied", worker.window_bytes, reply.payload.get("peak_bytes"))
         # Which inputs it wrote (the reference runs on a copy of the inputs to say which it
         # writes itself); a frugal reply's output on the GPU has already been written over
@@ -379,6 +390,7 @@ class SubmissionJudge:
             if frugal:
                 self.release_cached_memory()
                 trace("check: released", worker.window_bytes)
+            self.check_s["verify"] += time.perf_counter() - verifying
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
         if not ok:
             pristine = None  # a diagnosis makes the input anew: not beside this one
