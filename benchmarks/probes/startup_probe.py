@@ -46,12 +46,12 @@ def fresh_python(code: str, runs: int = 3) -> float:
     return statistics.median(walls)
 
 
-def workers_at_once(count: int, warm_profiler: bool) -> list[float]:
+def workers_at_once(count: int, warm_timing: bool) -> list[float]:
     """Seconds until each of `count` workers, asked for together, answered (sorted)."""
     from pytest_kernelboard.supervisor.client import WorkerProcess
 
     started = time.perf_counter()
-    workers = [WorkerProcess(warm_profiler=warm_profiler) for _ in range(count)]
+    workers = [WorkerProcess(warm_timing=warm_timing) for _ in range(count)]
     answered: list[float] = []
     lock = threading.Lock()
 
@@ -78,7 +78,7 @@ def spread(answered: list[float]) -> dict[str, float]:
     }
 
 
-def one_judge(warm_profiler: bool, count: int) -> None:
+def one_judge(warm_timing: bool, count: int) -> None:
     """A judge process's start: its zygote and `count` workers at once (prints JSON)."""
     import torch
 
@@ -86,7 +86,7 @@ def one_judge(warm_profiler: bool, count: int) -> None:
     if torch.cuda.is_available():  # the judge's own context, as a batch judge makes it
         torch.zeros(1, device="cuda")
     context_s = time.perf_counter() - started
-    answered = workers_at_once(count, warm_profiler)
+    answered = workers_at_once(count, warm_timing)
     print(json.dumps({"context_s": round(context_s, 3), **spread(answered)}))
 
 

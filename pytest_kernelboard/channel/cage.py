@@ -12,9 +12,10 @@ MAX_RANKS = 16  # the most ranks one multi-GPU case's sandbox (one zygote reques
 # Set by the judge for the worker: the limits it applies to itself, "sandboxed" or "plain"
 # (worker/limits.py).
 LIMITS_VARIABLE = "KB_WORKER_LIMITS"
-# Set by the judge for workers that will take a census: start the profiler while starting,
-# off the critical path (worker/census.py).
-WARM_PROFILER_VARIABLE = "KERNELBOARD_WARM_PROFILER"
+# Set by the judge for workers that will be timed and take a census: start the profiler
+# (worker/census.py) and make the blocking kernel (worker/blocking.py) while starting, off
+# the critical path.
+WARM_TIMING_VARIABLE = "KERNELBOARD_WARM_TIMING"
 
 
 def gpu_devices() -> list[str]:

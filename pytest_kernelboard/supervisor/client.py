@@ -50,7 +50,7 @@ class WorkerProcess:
         launcher: Launcher | None = None,
         sandboxed: bool | None = None,
         host_network: bool = False,
-        warm_profiler: bool = False,
+        warm_timing: bool = False,
         device: int | None = None,
         *,
         launched: WorkerLaunch | None = None,
@@ -58,13 +58,14 @@ class WorkerProcess:
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
         host's network inside the sandbox (ranks started one by one meet on its loopback).
-        warm_profiler: start torch's profiler once while starting (seconds, off anyone's
-        critical path), so a later kernel census costs milliseconds (the batch judge's).
+        warm_timing: start torch's profiler once and make the blocking kernel while starting
+        (seconds, off anyone's critical path), so a later kernel census costs milliseconds and
+        the first timed call (its calibration) does not compile a kernel (the batch judge's).
         device: the GPU its CUDA tensors live on (a rank's); None: the judge's current one.
         launched: a worker already started (a case's rank, case_ranks); it has the others."""
         if launched is None:
             launched = WorkerLaunch(
-                cache_dir, launcher, sandboxed, host_network, warm_profiler, device
+                cache_dir, launcher, sandboxed, host_network, warm_timing, device
             )
             launched.start()
         self.launcher = launched.launcher

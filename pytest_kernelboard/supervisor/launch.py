@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from ..channel.cage import LIMITS_VARIABLE, WARM_PROFILER_VARIABLE
+from ..channel.cage import LIMITS_VARIABLE, WARM_TIMING_VARIABLE
 from . import forked, sandbox, shm_manager
 from .environment import cache_dirs, default_cache_dir, worker_environment
 
@@ -48,7 +48,7 @@ class WorkerLaunch:
         launcher: Launcher | None = None,
         sandboxed: bool | None = None,
         host_network: bool = False,
-        warm_profiler: bool = False,
+        warm_timing: bool = False,
         device: int | None = None,
         cuda: bool = True,
     ):
@@ -71,8 +71,8 @@ class WorkerLaunch:
         )
         env = worker_environment(os.environ, self.home, cache_dir or default_cache_dir())
         env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
-        if warm_profiler:
-            env[WARM_PROFILER_VARIABLE] = "1"
+        if warm_timing:
+            env[WARM_TIMING_VARIABLE] = "1"
         if cuda and device is None:
             see_own_gpu(env)
         self.env = env

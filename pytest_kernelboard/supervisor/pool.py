@@ -26,14 +26,15 @@ class WorkerPool:
         # Workers the run will still take, where it knows (None: keep `spares` ready). A spare
         # nobody takes costs a Python and torch start-up (seconds of CPU) for nothing.
         self.demand: int | None = None
-        self.warm_profiler = False  # workers start torch's profiler while they start
+        # Workers start torch's profiler and make the blocking kernel while they start.
+        self.warm_timing = False
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-spawn")
 
     def _spawn(self) -> WorkerProcess:
         return self._spawner.submit(
-            WorkerProcess, launcher=self.launcher, warm_profiler=self.warm_profiler
+            WorkerProcess, launcher=self.launcher, warm_timing=self.warm_timing
         ).result()
 
     def expect(self, takes: int) -> None:

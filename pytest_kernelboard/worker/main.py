@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kernelboard.channel import fences, heap, scrubbing, transport, window
-from pytest_kernelboard.channel.cage import WARM_PROFILER_VARIABLE
+from pytest_kernelboard.channel.cage import WARM_TIMING_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.census import KernelCensus
@@ -48,6 +48,7 @@ class Worker:
             from pytest_kernelboard.worker.triton_compat import patch_triton_interpreter
 
             patch_triton_interpreter()  # runtime loop bounds under NumPy 2.4; a no-op if fixed
+        context = False
         if self.cuda:
             # Create the CUDA context now, while the judge is still starting: the first
             # request would otherwise wait for it. Only an early start: on a GPU that other
@@ -55,12 +56,14 @@ class Worker:
             # budget lets through once there is room, makes it instead.
             try:
                 torch.zeros(1, device="cuda")
+                context = True
             except RuntimeError as exc:  # torch's AcceleratorError / OutOfMemoryError too
                 print(f"kernelboard: the CUDA context waits for the first request ({exc})")
         self.census = KernelCensus(torch) if self.cuda else None
-        if self.census is not None and os.environ.get(WARM_PROFILER_VARIABLE):
-            self.census.warm()  # the profiler's first start costs seconds: not in a census
         self.timer = Timer(torch, self.cuda)  # what it calls of torch is captured now
+        if context and os.environ.get(WARM_TIMING_VARIABLE):
+            self.census.warm()  # the profiler's first start costs seconds: not in a census
+            self.timer.prepare()  # nor the blocking kernel's compile and load in a calibration
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
         self._output_as_is = False  # this request's output is sent uncopied (a frugal host call)
         # A frugal call's cache segments, held again before the next (frugal needs windows,
