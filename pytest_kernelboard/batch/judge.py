@@ -24,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
@@ -32,6 +33,7 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession, combined_reference, reference_label
 from ..evaluation.submission import SubmissionEvaluation
+from ..judge.core import CaseOutcome, case_name
 from ..judge.evalpy import is_evalpy_task
 from ..judge.kernels import (
     census_exceeds_timing,
@@ -54,6 +56,7 @@ from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
 from .reference_share import REFERENCE_WORKERS, ReferenceShare
+from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
@@ -183,6 +186,10 @@ class BatchJudge:
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.
         self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}
+        # Correctness side by side, timed work alone (turns.py); the outcomes made ahead of a
+        # candidate's turn, by case (_check_ahead).
+        self.turns = GpuTurns()
+        self._ahead: dict[SubmissionEvaluation, dict[str, CaseOutcome]] = {}
         self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # Where this judge's time went: its share of the reference, the candidates it judged
@@ -199,7 +206,7 @@ class BatchJudge:
         # kernels?): its workers start the profiler while they start, off the critical path.
         # Asked for without looking for a GPU, which would import torch here: a worker without
         # CUDA takes no census and ignores it.
-        self.session.pool.warm_profiler = mode == "benchmark"
+        self.session.pool.warm_timing = mode == "benchmark"
         if not is_evalpy_task(task):  # an eval.py folder's reference.py is its own business
             # The zygote and the first workers start now: their torch import overlaps the
             # judge's own (the leaderboard's modules import it) instead of following it.
@@ -250,7 +257,7 @@ class BatchJudge:
             evaluation = self.evaluation(self._count, candidate)
             self._count += 1
             self._clocks[evaluation] = clock
-            thread = threading.Thread(target=_prepare, args=(evaluation, clock), daemon=True)
+            thread = threading.Thread(target=self._prepare, args=(evaluation, clock), daemon=True)
             thread.start()
             pending.append((candidate, evaluation, thread))
             return True
@@ -285,6 +292,43 @@ class BatchJudge:
             evaluation.close()
         self._closed()
 
+    def _prepare(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
+        """The candidate's worker started and its submission imported, ahead of its turn (its
+        judge says how long each took: the phases `worker_start` and `import`); then its
+        correctness calls made ahead, as far as they may be (_check_ahead)."""
+        evaluation.prepare()
+        for phase in ("worker_start", "import"):
+            clock.add(phase, _startup_s(evaluation, phase))
+        self._ahead[evaluation] = {}
+        try:
+            self._check_ahead(evaluation, clock)
+        except Exception as exc:  # the judging thread makes the rest in its turn
+            print(f"kernelboard: checks ahead of {evaluation.ref.display} stopped: {exc}")
+
+    def _check_ahead(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
+        """The candidate's correctness cases, and its timed cases' correctness calls, made
+        beside the other candidates' (shared turns), in the order its judging would make them.
+        Stops at a case whose input is not known to be small (a case judged frugally, or one
+        no judge has made yet: several candidates' copies of a large input would not fit side
+        by side); none on a multi-GPU or eval.py leaderboard (their judges are not made for
+        it)."""
+        if self.task.multi_gpu or is_evalpy_task(self.task):
+            return
+        known = self.session.modules(self.task).frugal_cases
+        done = self._ahead[evaluation]
+        for case in evaluation.cases():
+            if self.mode == "test" and case.kind != TEST:
+                continue
+            if known.get(case_name(case)) is not False:
+                return
+            phase = "correctness_ahead" if case.kind == TEST else "benchmark_check_ahead"
+            with self.turns.shared(), clock.phase(phase):
+                if case.kind == TEST:
+                    outcome = evaluation.run(case)
+                else:
+                    outcome = evaluation.check_first(case)
+            done[case_name(case)] = outcome
+
     def _close_later(self, evaluation: SubmissionEvaluation) -> None:
         """A judged candidate's worker killed and its folders removed beside the next
         candidate's judging: the kill waits for the process to be gone, its CUDA context torn
@@ -312,40 +356,26 @@ class BatchJudge:
     ) -> dict[str, Any]:
         started = time.perf_counter()
         clock = self._clocks[evaluation]
+        ahead = self._ahead.pop(evaluation, {})
         outcomes = []
         for case in evaluation.cases():
             if self.mode == "test" and case.kind != TEST:
                 continue
+            made = ahead.get(case_name(case))
             if case.kind == TEST:
-                with clock.phase("correctness"):
-                    outcomes.append((case, evaluation.run(case)))
+                if made is None:
+                    with clock.phase("correctness"), self.turns.shared():
+                        made = evaluation.run(case)
+                outcomes.append((case, made))
                 continue
-            # No other candidate's code runs while this one is timed (spare workers, which
-            # hold no candidate's code yet, keep starting: pausing them put a worker's
-            # start-up on every candidate's critical path).
-            with clock.phase("closing"):
-                self._closed()
-            stopped = [e for e in others if e.workers()]
-            idle = [w.process.pid for e in stopped for w in e.workers()]
-            stopping = time.perf_counter()
-            with paused(idle), working_for(clock):
-                case_started = time.perf_counter()
-                clock.add("pausing", case_started - stopping)
-                waited = clock.seconds.get("reference", 0.0)
-                calibrated = _startup_s(evaluation, "calibrate")
-                checked = _check_s(evaluation)
-                outcome = evaluation.run(case)
-                waited = clock.seconds.get("reference", 0.0) - waited
-                calibrated = _startup_s(evaluation, "calibrate") - calibrated
-                outcomes.append((case, outcome))
-                clock.timed_case(
-                    outcome.timing, time.perf_counter() - case_started, waited, calibrated
-                )
-                for part, seconds in _check_s(evaluation).items():
-                    clock.add(f"benchmark_check_{part}", seconds - checked[part])
-            for other in stopped:  # their workers were stopped meanwhile
-                self._clocks[other].add("paused", time.perf_counter() - stopping)
-        with clock.phase("census"):
+            if made is not None and not made.passed:  # its correctness call failed ahead
+                outcomes.append((case, evaluation.settled(case, made)))
+                continue
+            with ExitStack() as turn:
+                with clock.phase("turn"):  # the correctness calls in flight return first
+                    turn.enter_context(self.turns.exclusive())
+                outcomes.append((case, self._timed_case(evaluation, case, made, clock, others)))
+        with clock.phase("census"), self.turns.exclusive():
             extra_flags, profile = self._census(evaluation, outcomes)
         record_started = time.perf_counter()
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
@@ -369,6 +399,39 @@ class BatchJudge:
             profile,
             clock.to_json(),
         ).to_json()
+
+    def _timed_case(
+        self,
+        evaluation: SubmissionEvaluation,
+        case: Case,
+        checked: CaseOutcome | None,
+        clock: PhaseClock,
+        others: list[SubmissionEvaluation],
+    ) -> CaseOutcome:
+        """A timed case, in the exclusive turn: every other candidate's worker is stopped
+        (spare workers, which hold no candidate's code yet, keep starting: pausing them put a
+        worker's start-up on every candidate's critical path), and no judged candidate's worker
+        is still alive. `checked`: its correctness call, made ahead and passed."""
+        with clock.phase("closing"):
+            self._closed()
+        stopped = [e for e in others if e.workers()]
+        idle = [w.process.pid for e in stopped for w in e.workers()]
+        stopping = time.perf_counter()
+        with paused(idle), working_for(clock):
+            case_started = time.perf_counter()
+            clock.add("pausing", case_started - stopping)
+            waited = clock.seconds.get("reference", 0.0)
+            calibrated = _startup_s(evaluation, "calibrate")
+            checked_s = _check_s(evaluation)
+            outcome = evaluation.run(case, checked)
+            waited = clock.seconds.get("reference", 0.0) - waited
+            calibrated = _startup_s(evaluation, "calibrate") - calibrated
+            clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited, calibrated)
+            for part, seconds in _check_s(evaluation).items():
+                clock.add(f"benchmark_check_{part}", seconds - checked_s[part])
+        for other in stopped:  # their workers were stopped meanwhile
+            self._clocks[other].add("paused", time.perf_counter() - stopping)
+        return outcome
 
     def _shared_cases(self) -> list[Case]:
         """The cases whose reference timing the GPUs' judges share: in benchmark mode, each
@@ -396,8 +459,11 @@ class BatchJudge:
         cases = self._shared_cases()
         self._shared_keys = {reference_key(case) for case in cases}
 
-        def around() -> Any:
-            return paused([w.process.pid for e in arrived() for w in e.workers()])
+        @contextmanager
+        def around() -> Iterator[None]:  # alone on the device, the candidates' workers stopped
+            with self.turns.exclusive():
+                with paused([w.process.pid for e in arrived() for w in e.workers()]):
+                    yield
 
         parts: dict[str, float] = {}  # where its workers' seconds went
         for case in cases if share.workers else ():
@@ -482,14 +548,6 @@ class BatchJudge:
         self.session.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         remove_staged()
-
-
-def _prepare(evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
-    """The candidate's worker started and its submission imported, ahead of its turn; its judge
-    says how long each took (its phases `worker_start` and `import`)."""
-    evaluation.prepare()
-    for phase in ("worker_start", "import"):
-        clock.add(phase, _startup_s(evaluation, phase))
 
 
 def _startup_s(evaluation: SubmissionEvaluation, part: str) -> float:

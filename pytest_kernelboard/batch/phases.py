@@ -5,9 +5,17 @@ The phases, in the order a candidate meets them:
     worker_start     taking a sandboxed worker from the pool until it answers (a spare started
                      ahead costs nothing here; one still starting costs the rest of its start)
     import           the submission's import in that worker, its builds included
-    prepare_wait     the judge waiting for the candidate's worker start and import to finish:
-                     the part of both that the judging of earlier candidates did not hide
-    correctness      its correctness cases (input generation, the worker's call, the check)
+    correctness_ahead, benchmark_check_ahead
+                     its correctness cases, and its timed cases' correctness calls, made ahead
+                     beside the other candidates' (batch/turns.py), once its judge knows their
+                     inputs are small
+    prepare_wait     the judge waiting for the candidate's worker start, import and the calls
+                     made ahead to finish: the part that the judging of earlier candidates did
+                     not hide
+    correctness      its correctness cases not made ahead (input generation, the worker's call,
+                     the check)
+    turn             before a timed case, waiting for the other candidates' correctness calls
+                     in flight to return
     closing          before its timed case, waiting until the workers of the candidates judged
                      before it are gone (killed beside its correctness cases)
     pausing          stopping the other candidates' workers before its timed case
@@ -30,9 +38,10 @@ The phases, in the order a candidate meets them:
     record           building the record
     paused           its worker stopped while other candidates were timed (beside the above)
 
-`worker_start`, `import` and `paused` run beside the judging of other candidates; the others,
-but `timing_*` (parts of `timing`), lie on the batch's critical path, one candidate after
-another. `wall` is the candidate's time from arrival to its record.
+`worker_start`, `import`, the `*_ahead` phases and `paused` run beside the judging of other
+candidates; the others, but the parts of `benchmark_check`, `timing` and `reference`, lie on
+the batch's critical path, one candidate after another. `wall` is the candidate's time from
+arrival to its record.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from ..judge import core
 SERIAL = (
     "prepare_wait",
     "correctness",
+    "turn",
     "closing",
     "pausing",
     "calibrate",
@@ -60,13 +70,15 @@ SERIAL = (
     "census",
     "record",
 )
-OVERLAPPED = ("worker_start", "import", "paused")
+OVERLAPPED = ("worker_start", "import", "correctness_ahead", "benchmark_check_ahead", "paused")
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
 REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
 ORDER = (
     "worker_start",
     "import",
+    "correctness_ahead",
+    "benchmark_check_ahead",
     *SERIAL,
     *CHECK_PARTS,
     *TIMING_PARTS,

@@ -74,21 +74,32 @@ class SubmissionEvaluation:
         seeds = self.session.seeds_for(self.task)
         return [with_run_seed(case, seeds) for case in task_cases(self.task)]
 
-    def run(self, case: Case) -> CaseOutcome:
-        """Judge one case as the session's mode asks, record it, and return its outcome."""
+    def run(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
+        """Judge one case as the session's mode asks, record it, and return its outcome.
+        checked: a timed case's correctness call, made earlier by check_first() and passed."""
         if case.kind == TEST:
             outcome = self.judge.check_case(case, self.session.timeout(self.task, case.kind))
         elif self.session.mode == "profile":
             outcome = self._profile(case)
         else:
-            outcome = self._benchmark(case)
+            outcome = self._benchmark(case, checked)
+        return self.settled(case, outcome)
+
+    def check_first(self, case: Case) -> CaseOutcome:
+        """A timed case's correctness call on its own input, made ahead of its timing (the
+        batch makes it beside other candidates' work). Passed: hand it to run(case, checked);
+        otherwise it is the case's outcome, for settled()."""
+        return self.judge.check_case(case, self.session.timeout(self.task, case.kind))
+
+    def settled(self, case: Case, outcome: CaseOutcome) -> CaseOutcome:
+        """The case's outcome explained and recorded."""
         outcome = explain(self, case, outcome)
         self.session.recorder.record(self.task, self.ref, case, outcome)
         if not outcome.passed and outcome.status != "skipped" and self.first_failure is None:
             self.first_failure = (case, outcome)
         return outcome
 
-    def _benchmark(self, case: Case) -> CaseOutcome:
+    def _benchmark(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
         session, task = self.session, self.task
         progress = session._progress_for(task, case, reference=False)
         outcome = self.judge.benchmark_case(
@@ -97,6 +108,7 @@ class SubmissionEvaluation:
             session.plan(task),
             progress=progress,
             reference=self._reference_timing,
+            checked=checked,
         )
         found = session.references.get(task, case) if outcome.reference_timing else None
         if found is not None:  # which reference run the speedup came from; it keeps the samples

@@ -43,7 +43,7 @@ from .measure import (
 from .memory import is_frugal, trace
 from .mutation import written_leaves
 from .profiling import CaseProfiler, ProfileError
-from .reference_loader import LeaderboardError, LeaderboardModules
+from .reference_loader import CODE_LOCK, LeaderboardError, LeaderboardModules
 from .staging import module_name, stage
 
 STARTUP_TIMEOUT_S = 120.0
@@ -109,9 +109,10 @@ class CaseOutcome:
 
 def generate_input(modules: LeaderboardModules, case: Case, call_index: int = 0) -> Any:
     """The input of a case's call_index-th call; Skip when this machine lacks what it needs."""
-    seed_everything(case.call_seed(call_index))
     try:
-        return modules.generate_input(case.arguments(call_index))
+        with CODE_LOCK:  # the seed is the call's until its input is drawn
+            seed_everything(case.call_seed(call_index))
+            return modules.generate_input(case.arguments(call_index))
     except LeaderboardError as exc:
         if needs_cuda(str(exc.original)):
             raise Skip(f"needs CUDA: the reference's generate_input says: {exc.original}") from None
@@ -360,6 +361,7 @@ class SubmissionJudge:
         worker = self.worker()
         trace("check: generated", worker.window_bytes)
         frugal = is_frugal(pristine)
+        self.modules.frugal_cases[case_name(case)] = frugal
         # A frugal call on the host: which inputs the reference writes is learnt before the
         # worker's copy is made (a copy for the reference beside it would be a third).
         on_host = frugal and not device_bytes(pristine)
@@ -444,7 +446,7 @@ class SubmissionJudge:
         next submission asks again); never run for the reference itself, which is not asked."""
         if self.submission is None:
             return None
-        key = f"{case.kind}[{case.id}]"
+        key = case_name(case)
         known = self.modules.reference_writes
         if key not in known:
             known[key] = self._written_by_reference(pristine)
@@ -494,10 +496,13 @@ class SubmissionJudge:
         plan: TimingPlan,
         progress: Progress | None = None,
         reference: Callable[[Case], dict[str, Any] | None] | None = None,
+        checked: CaseOutcome | None = None,
     ) -> CaseOutcome:
-        """Correctness on the case's own input, then timing on fresh inputs, then the speedup."""
+        """Correctness on the case's own input, then timing on fresh inputs, then the speedup.
+        checked: the correctness call on the case's own input was made already (check_case on
+        this case, earlier, by this judge) and passed: only the timing is left."""
         outcome = self._judged(
-            case, lambda: self._benchmark(case, timeout_s, plan, progress, reference)
+            case, lambda: self._benchmark(case, timeout_s, plan, progress, reference, checked)
         )
         self.release_cached_memory(windows=True)
         return outcome
@@ -526,12 +531,13 @@ class SubmissionJudge:
         plan: TimingPlan,
         progress: Progress | None,
         reference: Callable[[Case], dict[str, Any] | None] | None,
+        checked: CaseOutcome | None = None,
     ) -> CaseOutcome:
         started = time.perf_counter()
-        outcome = self._check_case(case, timeout_s)
+        outcome = checked if checked is not None else self._check_case(case, timeout_s)
         if not outcome.passed:
             return outcome
-        checked_s = time.perf_counter() - started
+        checked_s = checked.duration_s if checked else time.perf_counter() - started
         if checked_s >= timeout_s:  # nothing left to time with: say what spent it
             return CaseOutcome(
                 "timeout",
@@ -572,7 +578,7 @@ class SubmissionJudge:
 
         frugal: bool | None = None  # decided on the first timed call's input
         scrub_waits: list[float] = []
-        case_key = f"{case.kind}[{case.id}]"  # the worker keeps per-case state under it
+        named = case_name(case)  # the worker keeps per-case state under it
 
         def request_time(
             pristine: Any, flush_bytes: int, remaining_s: float, warm: bool = False
@@ -586,7 +592,7 @@ class SubmissionJudge:
             # warm call, which helps only right before the timed one.
             scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.
-            warmed = warm and worker.request(Op.WARM, remaining_s, case=case_key).payload["warmed"]
+            warmed = warm and worker.request(Op.WARM, remaining_s, case=named).payload["warmed"]
             sent = worker.private_copy(pristine)
             self.settle()
             with lost_with(worker, sent):
@@ -596,7 +602,7 @@ class SubmissionJudge:
                     data=sent,
                     flush_bytes=flush_bytes,
                     preroll_us=preroll_us,
-                    case=case_key,
+                    case=named,
                     keep=warm,
                     frugal=frugal,
                     host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
@@ -707,6 +713,11 @@ class SubmissionJudge:
             during_import=getattr(failure, "during_import", False),
             timed_out_after_s=failure.timeout_s,
         )
+
+
+def case_name(case: Case) -> str:
+    """A case's name in what a leaderboard's modules learn about its cases."""
+    return f"{case.kind}[{case.id}]"
 
 
 def _out_of_memory(outcome: CaseOutcome) -> bool:

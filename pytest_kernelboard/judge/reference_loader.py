@@ -2,13 +2,16 @@
 
 These are trusted repository files. Many leaderboards use the same module names, so each
 leaderboard's modules live in a private table and are swapped into sys.modules only while
-one of its functions runs.
+one of its functions runs, by one thread at a time (CODE_LOCK): sys.modules is the process's,
+and a leaderboard's code may keep state of its own (a KernelBench problem's shape constants,
+shrunk while a small case's input is made) or draw from torch's global generator.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +25,9 @@ from .staging import module_name, stage
 REQUIRED_FUNCTIONS = ("generate_input", "ref_kernel", "check_implementation")
 # The leaderboard's frames shown when its code raises: the innermost ones matter most.
 SHOWN_FRAMES = 6
+# Held while any leaderboard's code runs in this process (a batch judges several candidates'
+# correctness calls from threads side by side; their inputs, references and checks take turns).
+CODE_LOCK = threading.RLock()
 
 
 class LeaderboardError(Exception):
@@ -46,6 +52,9 @@ class LeaderboardModules:
         # Which inputs ref_kernel writes on a case's own input, by case (None: it raised);
         # judge/core.py asks once per case where the inputs are too large to copy twice.
         self.reference_writes: dict[str, set[str] | None] = {}
+        # Whether a case's input is large enough to be judged frugally, by case, once one
+        # judge has made it (a batch checks only the others ahead, beside other candidates).
+        self.frugal_cases: dict[str, bool] = {}
         with self.active():
             try:
                 self.reference = importlib.import_module("reference")
@@ -59,18 +68,20 @@ class LeaderboardModules:
 
     @contextmanager
     def active(self) -> Iterator[None]:
-        """Make this leaderboard's modules the importable ones for the duration."""
-        saved = {name: sys.modules.pop(name) for name in self.names if name in sys.modules}
-        sys.modules.update(self._modules)
-        sys.path.insert(0, str(self.folder))
-        try:
-            yield
-        finally:
-            sys.path.remove(str(self.folder))
-            for name in self.names:
-                if name in sys.modules:
-                    self._modules[name] = sys.modules.pop(name)
-            sys.modules.update(saved)
+        """Make this leaderboard's modules the importable ones for the duration (this thread
+        alone runs leaderboard code meanwhile)."""
+        with CODE_LOCK:
+            saved = {name: sys.modules.pop(name) for name in self.names if name in sys.modules}
+            sys.modules.update(self._modules)
+            sys.path.insert(0, str(self.folder))
+            try:
+                yield
+            finally:
+                sys.path.remove(str(self.folder))
+                for name in self.names:
+                    if name in sys.modules:
+                        self._modules[name] = sys.modules.pop(name)
+                sys.modules.update(saved)
 
     def trusted_modules(self) -> dict[str, Any]:
         """The leaderboard's own modules by import name, for pickling its classes by name."""
