@@ -19,6 +19,7 @@ import io
 import math
 import os
 import socket
+import threading
 from contextlib import contextmanager
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, NamedTuple
@@ -249,10 +250,17 @@ def views_in(window: Window, packer: Packer, data: Any) -> Any:
 
 
 # -- receiving ----------------------------------------------------------------------------------
-_receiving: dict[str, Window] = {}  # the windows the slots being unpickled refer to, by name
-_copy_out = False  # the judge copies each tensor out of the window; the worker reads it in place
-_received = 0  # tensors rebuilt since the last receiving() began
-_host_bytes = 0  # bytes that came as host copies since then: the window was too small
+class _Receiving(threading.local):
+    """What the slots being unpickled in this thread refer to: a batch's judge reads several
+    workers' replies at once, from threads of its own, each through its own windows."""
+
+    windows: dict[str, Window] = {}  # the windows the slots refer to, by name  # noqa: RUF012
+    copy_out = False  # the judge copies each tensor out of the window; a worker reads in place
+    received = 0  # tensors rebuilt since the last receiving() began
+    host_bytes = 0  # bytes that came as host copies since then: the window was too small
+
+
+_state = _Receiving()
 
 
 def _by_name(windows: Window | dict[str, Window] | None) -> dict[str, Window]:
@@ -263,43 +271,41 @@ def _by_name(windows: Window | dict[str, Window] | None) -> dict[str, Window]:
 
 def set_receiving(windows: Window | dict[str, Window] | None, copy_out: bool = False) -> None:
     """The window(s) later unpickled slots refer to (the worker: its inbound window)."""
-    global _receiving, _copy_out
-    _receiving, _copy_out = _by_name(windows), copy_out
+    _state.windows, _state.copy_out = _by_name(windows), copy_out
 
 
 @contextmanager
 def receiving(windows: Window | dict[str, Window] | None, copy_out: bool):
     """Within the block, slots refer to `windows`; on leaving, the copies out are complete."""
-    global _received, _host_bytes, _receiving, _copy_out
-    previous = (dict(_receiving), _copy_out)
+    previous = (dict(_state.windows), _state.copy_out)
     set_receiving(windows, copy_out)
-    _received = _host_bytes = 0
+    _state.received = _state.host_bytes = 0
     try:
         yield
     finally:
-        if _received and copy_out and _receiving:
-            for device in {w.device for w in _receiving.values() if w.bytes.is_cuda}:
+        if _state.received and copy_out and _state.windows:
+            for device in {w.device for w in _state.windows.values() if w.bytes.is_cuda}:
                 fences.synchronize(device)
-        _receiving, _copy_out = previous
+        _state.windows, _state.copy_out = previous
 
 
 def from_window(slot: Slot) -> Any:
     """The tensor a slot describes (unpickling). In the judge, slot comes from an untrusted
     worker: every field is checked against the window before any memory is touched."""
-    global _received
     import torch
 
-    window = _receiving.get(getattr(slot, "window", "out")) if isinstance(slot, Slot) else None
+    named = getattr(slot, "window", "out")
+    window = _state.windows.get(named) if isinstance(slot, Slot) else None
     if window is None:
-        if not _receiving:
+        if not _state.windows:
             raise WindowError("a tensor arrived through a window that was never shared")
         raise WindowError(f"a window slot names no window this side shares: {slot}")
     dtype = _checked(slot, window)
     base = region(window, slot.offset, slot.nbytes).view(dtype)
     tensor = base.as_strided(slot.size, slot.stride, slot.storage_offset)
-    if _copy_out:
+    if _state.copy_out:
         tensor = tensor.clone()
-    _received += 1
+    _state.received += 1
     if slot.requires_grad and (dtype.is_floating_point or dtype.is_complex):
         tensor.requires_grad_(True)
     return torch.nn.Parameter(tensor, slot.requires_grad) if slot.parameter else tensor
@@ -325,21 +331,20 @@ def region(window: Window, offset: int, nbytes: int) -> Any:
 def from_host(tensor: Any, device: int) -> Any:
     """A reply's CUDA tensor that did not fit the outbound window, sent as a host copy. The
     judge puts it on its window's device, whatever device the worker names."""
-    global _received, _host_bytes
     import torch
 
     if not isinstance(tensor, torch.Tensor) or tensor.is_cuda:
         raise WindowError("a host-copied tensor is not a host tensor")
-    if _receiving:
-        device = next(iter(_receiving.values())).device
-    _received += 1
-    _host_bytes += -(-tensor.untyped_storage().nbytes() // ALIGN) * ALIGN
+    if _state.windows:
+        device = next(iter(_state.windows.values())).device
+    _state.received += 1
+    _state.host_bytes += -(-tensor.untyped_storage().nbytes() // ALIGN) * ALIGN
     return tensor.to(f"cuda:{int(device)}")
 
 
 def host_bytes_received() -> int:
     """Bytes of the last receiving() block that came as host copies (0: the window sufficed)."""
-    return _host_bytes
+    return _state.host_bytes
 
 
 def _checked(slot: Any, window: Window) -> Any:
