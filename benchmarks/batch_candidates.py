@@ -95,7 +95,8 @@ def _weights(data, device):
     key = (data["weights"], in_features, out_features, str(device))
     if key not in _layers:
         torch.manual_seed(data["weights"])
-        layer = nn.Linear(in_features, out_features).to(device)
+        with torch.device(device):  # drawn where the reference's model draws them
+            layer = nn.Linear(in_features, out_features)
         _layers[key] = (layer.weight.detach().contiguous(), layer.bias.detach().contiguous())
     return _layers[key]
 """
