@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.judge.core import SubmissionJudge
+from pytest_kernelboard.judge.core import CaseOutcome, SubmissionJudge
 from pytest_kernelboard.judge.distributed import (
     CPU_MAX_WORLD_SIZE,
     DistributedJudge,
@@ -277,16 +277,6 @@ def test_a_port_taken_before_rank_zero_binds_is_retried_with_a_fresh_one(
         squatter.close()
 
 
-def test_gloo_runs_any_world_size_up_to_the_cpu_cap(task, modules):
-    judge = judge_for(task, modules, BOARD / "solutions" / "wrong" / "submission_rank0_only.py")
-    case = Case(TEST, 0, {"world_size": 3, "size": 257, "scale": 2.0, "seed": 3})
-    try:
-        outcome = judge.check_case(case, 60)
-    finally:
-        judge.close()
-    assert outcome.status == "failed" and outcome.message.startswith("rank 1 of 3:")
-
-
 CONFIG_REFERENCE = """
 import dataclasses
 
@@ -317,28 +307,46 @@ def check_implementation(data, output):
 """
 
 
-def test_inputs_holding_the_leaderboards_own_classes_reach_every_rank(tmp_path):
-    (tmp_path / "reference.py").write_text(CONFIG_REFERENCE)
-    (tmp_path / "submission.py").write_text(
-        "import torch.distributed as dist\n\n"
-        "def custom_kernel(data):\n"
-        "    config, x = data\n"
-        "    out = x.clone()\n"
-        "    dist.all_reduce(out)\n"
-        "    return out * config.scale\n"
-    )
-    (tmp_path / "task.yml").write_text(
+def judged_on_cpu_board(folder: Path, submission: str, world_size: int) -> CaseOutcome:
+    """One gloo case of a leaderboard whose inputs live on the CPU whatever the host has
+    (allreduce_scale puts rank r on cuda:r where CUDA is)."""
+    (folder / "reference.py").write_text(CONFIG_REFERENCE)
+    (folder / "submission.py").write_text(submission)
+    (folder / "task.yml").write_text(
         "files:\n  - {name: submission.py, source: '@SUBMISSION@'}\n"
         "  - {name: reference.py, source: reference.py}\n"
         "description: d\nmulti_gpu: true\n"
-        "tests:\n  - {world_size: 2, size: 64, seed: 3}\n"
+        f"tests:\n  - {{world_size: {world_size}, size: 64, seed: 3}}\n"
     )
-    task = load_task(tmp_path / "task.yml")
+    task = load_task(folder / "task.yml")
     judge = make_judge(
-        task, LeaderboardModules(task), tmp_path / "submission.py", False, WorkerPool()
+        task, LeaderboardModules(task), folder / "submission.py", False, WorkerPool()
     )
     try:
-        outcome = judge.check_case(next(iter(task_cases(task))), 60)
+        return judge.check_case(next(iter(task_cases(task))), 60)
     finally:
         judge.close()
+
+
+REDUCED = (
+    "import torch.distributed as dist\n\n"
+    "def custom_kernel(data):\n"
+    "    config, x = data\n"
+    "    out = x.clone()\n"
+    "    dist.all_reduce(out)\n"
+    "    return out * config.scale\n"
+)
+
+
+def test_inputs_holding_the_leaderboards_own_classes_reach_every_rank(tmp_path):
+    outcome = judged_on_cpu_board(tmp_path, REDUCED, 2)
     assert outcome.status == "passed", outcome.message
+
+
+def test_gloo_runs_any_world_size_up_to_the_cpu_cap(tmp_path):
+    # Three CPU ranks, on a host showing fewer GPUs too: a gloo rank pins no GPU.
+    wrong_on_rank_one = REDUCED.replace(
+        "    return out", "    out += dist.get_rank() == 1\n    return out"
+    )
+    outcome = judged_on_cpu_board(tmp_path, wrong_on_rank_one, 3)
+    assert outcome.status == "failed" and outcome.message.startswith("rank 1 of 3:")

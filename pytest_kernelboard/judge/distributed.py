@@ -112,9 +112,9 @@ class RankGroup:
         self.port: int | None = None
         # The case's ranks share one sandbox of their own (WorkerProcess.case_ranks): its
         # own processes, loopback network, IPC and files, apart from the judge and every
-        # other case; rank r's tensors cross on GPU r. A CPU (gloo) group's ranks see no GPU.
+        # other case; rank r's tensors cross on GPU r.
         self.workers: list[WorkerProcess] = WorkerProcess.case_ranks(
-            world_size, launcher=pool.launcher, cuda=use_cuda
+            world_size, launcher=pool.launcher
         )
         for worker in self.workers:
             worker.trusted = dict(trusted or {})

@@ -77,9 +77,7 @@ class WorkerProcess:
         self.outbox = launched.outbox  # a host folder the sandboxed worker may write to
         self.nccl_log = launched.nccl_log  # a rank's NCCL log, where the judge can read it
         # How its tensors cross: the CUDA transport, the device windows, in-place replies.
-        self.crossing = TensorCrossing(
-            self.device, self.sandboxed, self.request, session_transport, cuda=launched.cuda
-        )
+        self.crossing = TensorCrossing(self.device, self.sandboxed, self.request, session_transport)
         # The leaderboard's own modules, by name: their classes cross by name both ways.
         self.trusted: dict[str, ModuleType] = {}
         self.peak_bytes = 0  # the most device memory its replies said it held (memory budget)
@@ -88,13 +86,10 @@ class WorkerProcess:
         self._staged_from: Path | None = None
 
     @classmethod
-    def case_ranks(
-        cls, world_size: int, launcher: Launcher | None = None, cuda: bool = True
-    ) -> list[WorkerProcess]:
-        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r (cuda=False: a gloo
-        case, no GPU in view and none in its crossing), started together (launch.start_case:
-        one sandbox for all ranks where there is a zygote)."""
-        return [cls(launched=rank) for rank in start_case(world_size, launcher, cuda)]
+    def case_ranks(cls, world_size: int, launcher: Launcher | None = None) -> list[WorkerProcess]:
+        """The workers of one multi-GPU case, rank r's CUDA tensors on GPU r, started together
+        (launch.start_case: one sandbox for all ranks where there is a zygote)."""
+        return [cls(launched=rank) for rank in start_case(world_size, launcher)]
 
     @property
     def alive(self) -> bool:

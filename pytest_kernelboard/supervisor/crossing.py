@@ -32,12 +32,8 @@ class TensorCrossing:
         sandboxed: bool,
         request: Callable[..., Any],
         session_transport: Callable[[], str],
-        cuda: bool = True,
     ) -> None:
-        """cuda=False: the worker sees no GPU (a gloo case's rank), so no tensor of its crosses
-        on a device, whatever the judge has."""
         self.device = device
-        self.cuda = cuda
         self.sandboxed = sandboxed
         self._request = request
         self._session_transport = session_transport
@@ -214,9 +210,8 @@ class TensorCrossing:
         return self.transport
 
     def cuda_device(self) -> int | None:
-        """The GPU this worker's CUDA tensors live on; None where the judge or the worker has
-        no CUDA."""
-        judge = _judge_device() if self.cuda else None
+        """The GPU this worker's CUDA tensors live on; None where the judge has no CUDA."""
+        judge = _judge_device()
         if judge is None:
             return None
         return self.device if self.device is not None else judge

@@ -50,14 +50,11 @@ class WorkerLaunch:
         host_network: bool = False,
         warm_timing: bool = False,
         device: int | None = None,
-        cuda: bool = True,
     ):
-        """The arguments are WorkerProcess's (supervisor/client.py); cuda=False: the worker sees
-        no GPU (a gloo case's rank). Nothing starts yet."""
+        """The arguments are WorkerProcess's (supervisor/client.py). Nothing starts yet."""
         self.launcher = launcher
         self.host_network = host_network
         self.device = device
-        self.cuda = cuda
         self.sandboxed = sandbox.enabled() if sandboxed is None else sandboxed
         self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
         self.log_path = self.home / "output.log"
@@ -73,7 +70,7 @@ class WorkerLaunch:
         env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
         if warm_timing:
             env[WARM_TIMING_VARIABLE] = "1"
-        if cuda and device is None:
+        if device is None:
             see_own_gpu(env)
         self.env = env
         self.process: subprocess.Popen | forked.ForkedProcess | None = None
@@ -183,32 +180,20 @@ class WorkerLaunch:
         )
 
 
-def start_case(
-    world_size: int, launcher: Launcher | None = None, cuda: bool = True
-) -> list[WorkerLaunch]:
-    """The started ranks of one multi-GPU case, rank r's CUDA tensors on GPU r; with cuda=False
-    (a gloo case) they see no GPU, as on a host without one, on a GPU host too: three CPU ranks
-    must not pin a cuda:2 that a two-GPU host lacks. Sandboxed, they
+def start_case(world_size: int, launcher: Launcher | None = None) -> list[WorkerLaunch]:
+    """The started ranks of one multi-GPU case, rank r's CUDA tensors on GPU r. Sandboxed, they
     are forked into one set of namespaces of their own (worker/zygote.py): what NCCL's fast
     transports and CUDA IPC between ranks need, apart from the judge and every other case.
     Where there is no zygote, each starts in a sandbox of its own on the host's network
     (collectives work; CUDA IPC between ranks does not)."""
-    ranks = [
-        WorkerLaunch(launcher=launcher, device=r if cuda else None, cuda=cuda)
-        for r in range(world_size)
-    ]
+    ranks = [WorkerLaunch(launcher=launcher, device=r) for r in range(world_size)]
     first = ranks[0]
     zygote = None
     if first.sandboxed and launcher is None:
         zygote = forked.zygote_for(
             cache_dirs(first.env), shm_manager.shm_manager_folders(), first._zygote_env()
         )
-    # After the zygote is made: it serves every case of this judge, and its env is not theirs.
-    if cuda:
-        see_leased_gpus(ranks, world_size)
-    else:
-        for rank in ranks:
-            rank.env["CUDA_VISIBLE_DEVICES"] = ""
+    see_leased_gpus(ranks, world_size)
     if zygote is not None:
         try:
             with contextlib.ExitStack() as logs:

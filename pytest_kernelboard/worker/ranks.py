@@ -37,8 +37,10 @@ def port_taken(exc: BaseException) -> bool:
 def init_group(
     timer: Any, rank: int, world_size: int, port: int, backend: str, group_timeout_s: float
 ) -> dict[str, Any]:
-    """Pin this worker to GPU `rank` (CUDA) and join the group at 127.0.0.1:`port`; the
-    group's barriers go to the worker's `timer` (worker/timing.py), before every timed call.
+    """Pin this worker to GPU `rank` (an NCCL group) and join the group at 127.0.0.1:`port`;
+    the group's barriers go to the worker's `timer` (worker/timing.py), before every timed call.
+    A gloo group's ranks pin nothing, on a GPU host too: three CPU ranks on a host showing two
+    GPUs would otherwise ask for a cuda:2 it lacks.
 
     A taken port is reported as such (ErrorKind.PORT_TAKEN), here where the exception is."""
     import torch
@@ -46,8 +48,9 @@ def init_group(
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", LOOPBACK_INTERFACE)
     os.environ.setdefault("NCCL_SOCKET_IFNAME", LOOPBACK_INTERFACE)
+    on_gpus = timer.cuda and backend == "nccl"
     device_ids = None
-    if timer.cuda:
+    if on_gpus:
         torch.cuda.set_device(rank)
         device_ids = [rank]
     try:
@@ -74,7 +77,7 @@ def init_group(
             dist.barrier()
 
     timer.before_timed_call = barrier
-    if timer.cuda:
+    if on_gpus:
         # Queued behind the blocking kernel, before the start event: each rank's stream is
         # released when its own host has queued the call, at different moments; a one-element
         # all-reduce there makes every rank's start event wait for the last rank's release, so

@@ -38,6 +38,7 @@ import os
 import select
 import socket
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from ..channel.cage import MAX_RANKS, SCRATCH_BYTES, gpu_devices
 from . import isolation
 
 MAX_MESSAGE = 1 << 20
+STARTUP_FRAMES = 4  # the innermost frames of a failed start, written to the worker's log
 MAX_FDS = 2 * MAX_RANKS  # each worker's socket and log; nothing else crosses
 
 
@@ -304,7 +306,10 @@ def _worker(control: socket.socket, request: dict[str, Any], fds: list[int]) -> 
         apply_limits()
         Worker(Connection(conn_fd)).serve()
     except BaseException as exc:  # noqa: BLE001
-        os.write(2, f"kernelboard: the forked worker failed to start: {exc!r}\n".encode())
+        # Where it failed, too: the judge shows the log's tail, and a message alone ("No CUDA
+        # GPUs are available") does not say which step of the start raised it.
+        frames = "".join(traceback.format_tb(exc.__traceback__, limit=-STARTUP_FRAMES))
+        os.write(2, f"kernelboard: the forked worker failed to start: {exc!r}\n{frames}".encode())
         os._exit(1)
     os._exit(0)
 
