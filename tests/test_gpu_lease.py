@@ -21,16 +21,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_kernelboard.channel.protocol import Op
 from pytest_kernelboard.judge import gpu_lease
 from pytest_kernelboard.judge.core import Skip
-from pytest_kernelboard.judge.distributed import start_group
 from pytest_kernelboard.judge.gpu_lease import GpuLeases, LeaseTimeout, process_view
 from pytest_kernelboard.plugin import xdist_gpus
 from pytest_kernelboard.plugin.items import REPORT_SECTION, ItemLeases, gpus_needed
 from pytest_kernelboard.plugin.xdist_gpus import XdistWorker, pin_xdist_worker
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.supervisor.pool import WorkerPool
+from pytest_kernelboard.supervisor.client import WorkerProcess
+from pytest_kernelboard.supervisor.failures import WorkerFailure
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = ["0", "1", "2", "3"]  # the fake host's GPUs, in host order
@@ -271,40 +270,39 @@ def test_mixed_items_of_many_workers_never_deadlock_or_overlap(tmp_path, workers
 
 
 # -- (d) the ranks run on the leased GPUs --------------------------------------------------------
-RANK_DEVICE = textwrap.dedent(
-    """
-    import os
-    import torch.distributed as dist
-
-    def device(data):
-        # What worker/ranks.py's torch.cuda.set_device(rank) picks on a GPU host.
-        return os.environ["CUDA_VISIBLE_DEVICES"].split(",")[dist.get_rank()]
-    """
-)
+# The rank's view, said at import: a request with data would first hand the rank a device window
+# where the judge has CUDA, which ranks shown made-up GPUs cannot map.
+RANK_VIEW = 'import os\nraise RuntimeError("view=" + os.environ["CUDA_VISIBLE_DEVICES"])\n'
 
 
-@pytest.mark.runs_long  # two rank processes start and join a group
+@pytest.mark.runs_long  # two rank processes start
 def test_the_ranks_of_a_case_get_the_leased_gpus(tmp_path, monkeypatch):
-    # Names no CUDA device has: on a GPU host too, the ranks see no GPU and run on gloo.
+    # Names no CUDA device has: the ranks of a case are started (start_case) and say what they
+    # see, without a process group, so neither a GPU nor a collective is needed to read it.
     host = ["fake0", "fake1", "fake2", "fake3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(host))
     pin_xdist_worker(XdistWorker("gw2", 4), gpus=host)  # this process is gw2 now
     stage = tmp_path / "stage"
     stage.mkdir()
-    (stage / "device.py").write_text(RANK_DEVICE)
+    (stage / "view.py").write_text(RANK_VIEW)
     folder = tmp_path / "leases"
     lease = GpuLeases(folder, host, 2, "gw2", poll_s=0.005).acquire(2, "gw2's 2-rank case")
-    group = None
+    ranks = []
     try:
-        group = start_group(WorkerPool(), 2, False, stage, "device", "device", 60)
-        replies = group.request(Op.CALL, 60, per_rank=[{"data": None}] * 2)
-        ranks = [reply.payload["output"] for reply in replies]
-        assert ranks == list(lease.devices) == ["fake2", "fake0"]
+        ranks = WorkerProcess.case_ranks(2)
+        views = []
+        for rank in ranks:
+            with pytest.raises(WorkerFailure) as raised:
+                rank.load(stage, "view", 60)
+            views.append(re.search(r"view=([\w,]+)", str(raised.value)).group(1))
+        # Rank r is cuda:r of the leased GPUs: gw2's own first, then the next free one.
+        assert list(lease.devices) == ["fake2", "fake0"]
+        assert views == ["fake2,fake0"] * 2
         with pytest.raises(LeaseTimeout):  # gw0 cannot start an item on its GPU meanwhile
             GpuLeases(folder, host, 0, "gw0", timeout_s=0.2).acquire(1, "gw0 item")
     finally:
-        if group is not None:
-            group.close()
+        for rank in ranks:
+            rank.close()
         lease.release()
 
 
