@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -303,7 +304,11 @@ class BatchJudge:
         try:
             self._check_ahead(evaluation, clock)
         except Exception as exc:  # the judging thread makes the rest in its turn
-            print(f"kernelboard: checks ahead of {evaluation.ref.display} stopped: {exc}")
+            # On stderr: a one-GPU judge's stdout may carry the records.
+            print(
+                f"kernelboard: checks ahead of {evaluation.ref.display} stopped: {exc}",
+                file=sys.stderr,
+            )
 
     def _check_ahead(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
         """The candidate's correctness cases, and its timed cases' correctness calls, made
@@ -321,12 +326,10 @@ class BatchJudge:
                 continue
             if known.get(case_name(case)) is not False:
                 return
-            phase = "correctness_ahead" if case.kind == TEST else "benchmark_check_ahead"
+            test = case.kind == TEST  # a test case is settled here; a timed one in its turn
+            phase = "correctness_ahead" if test else "benchmark_check_ahead"
             with self.turns.shared(), clock.phase(phase):
-                if case.kind == TEST:
-                    outcome = evaluation.run(case)
-                else:
-                    outcome = evaluation.check_first(case)
+                outcome = evaluation.run(case) if test else evaluation.correctness(case)
             done[case_name(case)] = outcome
 
     def _close_later(self, evaluation: SubmissionEvaluation) -> None:
@@ -422,13 +425,13 @@ class BatchJudge:
             clock.add("pausing", case_started - stopping)
             waited = clock.seconds.get("reference", 0.0)
             calibrated = _startup_s(evaluation, "calibrate")
-            checked_s = _check_s(evaluation)
+            check_before = _check_s(evaluation)
             outcome = evaluation.run(case, checked)
             waited = clock.seconds.get("reference", 0.0) - waited
             calibrated = _startup_s(evaluation, "calibrate") - calibrated
             clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited, calibrated)
             for part, seconds in _check_s(evaluation).items():
-                clock.add(f"benchmark_check_{part}", seconds - checked_s[part])
+                clock.add(f"benchmark_check_{part}", seconds - check_before[part])
         for other in stopped:  # their workers were stopped meanwhile
             self._clocks[other].add("paused", time.perf_counter() - stopping)
         return outcome

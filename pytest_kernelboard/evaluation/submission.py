@@ -76,19 +76,20 @@ class SubmissionEvaluation:
 
     def run(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
         """Judge one case as the session's mode asks, record it, and return its outcome.
-        checked: a timed case's correctness call, made earlier by check_first() and passed."""
+        checked: a timed case's correctness call, made earlier by correctness() and passed."""
         if case.kind == TEST:
-            outcome = self.judge.check_case(case, self.session.timeout(self.task, case.kind))
+            outcome = self.correctness(case)
         elif self.session.mode == "profile":
             outcome = self._profile(case)
         else:
             outcome = self._benchmark(case, checked)
         return self.settled(case, outcome)
 
-    def check_first(self, case: Case) -> CaseOutcome:
-        """A timed case's correctness call on its own input, made ahead of its timing (the
-        batch makes it beside other candidates' work). Passed: hand it to run(case, checked);
-        otherwise it is the case's outcome, for settled()."""
+    def correctness(self, case: Case) -> CaseOutcome:
+        """The case's correctness call on its own input, not yet explained or recorded
+        (settled() does that): a test case's whole judging; for a timed case, its check made
+        ahead of its timing (the batch makes it beside other candidates' work), which, passed,
+        goes to run(case, checked)."""
         return self.judge.check_case(case, self.session.timeout(self.task, case.kind))
 
     def settled(self, case: Case, outcome: CaseOutcome) -> CaseOutcome:

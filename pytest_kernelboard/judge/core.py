@@ -537,7 +537,7 @@ class SubmissionJudge:
         outcome = checked if checked is not None else self._check_case(case, timeout_s)
         if not outcome.passed:
             return outcome
-        checked_s = checked.duration_s if checked else time.perf_counter() - started
+        checked_s = checked.duration_s if checked is not None else time.perf_counter() - started
         if checked_s >= timeout_s:  # nothing left to time with: say what spent it
             return CaseOutcome(
                 "timeout",
