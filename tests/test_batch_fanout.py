@@ -15,8 +15,8 @@ import pytest
 from pytest_kernelboard.batch import Candidate, fanout, judge_many, reference_share
 from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
 from pytest_kernelboard.evaluation.progress import Progress
-from pytest_kernelboard.evaluation.session import combined_reference
 from pytest_kernelboard.results.reference_runs import ReferenceUnavailable
+from pytest_kernelboard.stats.between_workers import combined_workers
 
 GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
 WRONG = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 2)\n"
@@ -59,14 +59,14 @@ def two_judges(tmp_path_factory, request) -> dict:
 
     def combining(records):
         combined.append(records)
-        return combined_reference(records)
+        return combined_workers(records)
 
     def account(message):
         accounts.append(message)
         return phase_line(message)
 
     phase_line = fanout.phase_line
-    monkeypatch.setattr(fanout, "combined_reference", combining)
+    monkeypatch.setattr(fanout, "combined_workers", combining)
     monkeypatch.setattr(fanout, "phase_line", account)
     progress = Lines()
     shared = list(
@@ -106,7 +106,7 @@ def test_two_judges_time_the_reference_in_five_workers_in_all(two_judges):
 @pytest.mark.runs_long
 def test_every_record_of_the_batch_carries_the_same_reference(two_judges):
     (records,) = two_judges["combined"]
-    chosen, relative_spread = combined_reference(records)
+    chosen, relative_spread = combined_workers(records)
     passed = [r for r in two_judges["shared"] if r["status"] == "passed"]
     assert [r["id"] for r in passed] == ["a-good.py", "c-good.py", "d-good.py", "f-good.py"]
     for record in passed:  # judge 0 judged a and c, judge 1 d and f
@@ -154,7 +154,7 @@ def test_the_parent_combines_the_shares_as_one_judge_would():
     progress = Lines()
     rest = {**share, "workers": [0, 2, 4], "timings": [timing(times[i]) for i in (0, 2, 4)]}
     (message,) = combiner.add(0, rest, progress)
-    expected, relative_spread = combined_reference([timing(t) for t in times])
+    expected, relative_spread = combined_workers([timing(t) for t in times])
     assert message == {"type": "reference", "case": "k", "timing": expected}
     assert expected["rank_us"] == 150.0 and expected["rank_us_by_worker"] == times
     assert progress.lines[0][0] == "addone (reference)"

@@ -361,7 +361,7 @@ def test_plugin_says_why_the_reference_could_not_be_timed(pytester, plugin_repo)
 
 
 def test_the_median_worker_of_several_is_kept_with_every_workers_time():
-    from pytest_kernelboard.evaluation.session import median_worker
+    from pytest_kernelboard.stats.between_workers import median_worker
 
     records = [{**timing(m), "rank_us": m} for m in (50.0, 30.0, 90.0)]
     chosen = median_worker(records)

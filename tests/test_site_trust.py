@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kernelboard import TIMING_METHOD
 from site_generator import charts
 from site_generator.build import build_site
 
@@ -250,21 +251,24 @@ def test_the_fast_column_counts_no_shape_inside_the_noise(tmp_path):
 
 # -- an older timing method is ranked apart ---------------------------------------------------
 
+CURRENT = TIMING_METHOD
+OLDER = TIMING_METHOD - 1
+
 
 @pytest.fixture(scope="module")
 def methods(tmp_path_factory) -> Path:
-    """vecadd on H100 with every record on timing method 4, except erin's (method 3) and
-    bob's (a record older than the field)."""
+    """vecadd on H100 with every record on this harness's timing method (CURRENT), except
+    erin's (the method before, OLDER) and bob's (a record older than the field)."""
     tmp_path = tmp_path_factory.mktemp("methods")
     root = store_copy(tmp_path)
     for path in (root / "results" / "vecadd" / "H100").glob("*.json"):
         author = path.name.split("-")[1]
-        method = {"erin": 3, "bob": None}.get(author, 4)
+        method = {"erin": OLDER, "bob": None}.get(author, CURRENT)
         if method is not None:
             edit(path, lambda doc, m=method: doc["harness"].update(timing_method=m))
     local = tmp_path / "newbie.json"
     doc = local_document("e" * 32)
-    doc["harness"]["timing_method"] = 3
+    doc["harness"]["timing_method"] = OLDER
     local.write_text(json.dumps(doc))
     out = tmp_path / "out"
     build_site(root, out, now=NOW, local=[local])
@@ -277,12 +281,12 @@ def test_runs_of_an_older_timing_method_are_not_ranked_with_the_current_ones(met
     ranking = re.search(r'<table class="ranking sortable".*?</table>', h100, re.S).group(0)
     authors = re.findall(r'<tr class="entry[^"]*" data-rank="\d+" data-author="([^"]+)"', ranking)
     assert authors == ["alice", "carol", "dave"]
-    assert "Ranked: runs timed by timing method 4." in text(h100)
+    assert f"Ranked: runs timed by timing method {CURRENT}." in text(h100)
     apart = re.findall(
         r'<table class="compact apart" data-method="([^"]+)">(.*?)</table>', h100, re.S
     )
     assert [(m, re.findall(r'data-author="([^"]+)"', t)) for m, t in apart] == [
-        ("timing method 3", ["erin"]),
+        (f"timing method {OLDER}", ["erin"]),
         ("an unrecorded timing method (older)", ["bob"]),
     ]
     # the index's podium is the current method's
@@ -291,10 +295,10 @@ def test_runs_of_an_older_timing_method_are_not_ranked_with_the_current_ones(met
     assert re.findall(r">([a-z]+)</a>", tile.group(1)) == ["alice", "carol", "dave"]
     # the export says which method ranks and keeps the others apart
     export = json.loads((methods / "data" / "vecadd" / "H100.json").read_text())
-    assert export["timing_method"] == 4
+    assert export["timing_method"] == CURRENT
     assert [r["author"] for r in export["ranking"]] == ["alice", "carol", "dave"]
     assert [(a["timing_method"], [r["author"] for r in a["ranking"]]) for a in export["apart"]] == [
-        (3, ["erin"]),
+        (OLDER, ["erin"]),
         (None, ["bob"]),
     ]
     assert {h["author"] for h in export["history"]} == {"alice", "carol", "dave"}
@@ -317,7 +321,7 @@ def test_a_run_ranked_apart_says_so_on_its_page(methods):
 def test_a_local_run_of_an_older_method_would_rank_among_its_own(methods):
     html = (methods / "lb" / "vecadd" / "index.html").read_text()
     local = re.search(r'<table class="compact local-runs">.*?</table>', html, re.S).group(0)
-    assert "would rank #1 of 2" in local  # newbie at 12 µs ahead of erin (35 µs), method 3
+    assert "would rank #1 of 2" in local  # newbie at 12 µs ahead of erin (35 µs), both OLDER
     page = (methods / "lb" / "vecadd" / "runs" / f"local-{'e' * 32}-0.html").read_text()
     assert "the rank it would take is among filed runs of its own method only" in text(page)
 
@@ -326,11 +330,8 @@ def test_a_ranking_timed_by_an_older_method_than_this_harness_says_so(methods):
     """The fixture's records on A100 carry no timing method: they rank among themselves, and
     the board says they were timed by an older method than this harness's; the H100 board,
     ranked by this harness's own method, does not."""
-    from pytest_kernelboard import TIMING_METHOD
-
     html = (methods / "lb" / "vecadd" / "index.html").read_text()
     a100 = text(section(html, "dev-A100"))
     assert "Timed by an older method." in a100
-    assert f"this harness times by timing method {TIMING_METHOD}" in a100
-    assert TIMING_METHOD == 4  # the fixture's H100 records are of this harness's method
+    assert f"this harness times by timing method {CURRENT}" in a100
     assert 'class="stale-method"' not in section(html, "dev-H100")

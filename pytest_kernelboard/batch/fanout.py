@@ -16,7 +16,7 @@ ways, a line is one JSON object whose "type" says what it is:
 The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers
 Judge K of N times the workers K, K+N, ... of them once its first candidate has imported,
 while the next ones import; the parent combines the five as one judge would
-(session.combined_reference: the median worker's timing, its interval widened by their spread)
+(between_workers.combined_workers: the median worker's timing, its interval widened by their spread)
 and sends the result to every judge, so a candidate's speedup does not depend on which GPU
 judged it, and the reference costs each GPU a fifth to a half of what it cost it alone. The
 parent keeps a few candidates in flight per judge (so each imports ahead) and yields records in
@@ -38,7 +38,8 @@ from queue import Queue
 from typing import Any
 
 from ..evaluation.progress import Progress
-from ..evaluation.session import combined_reference, reference_line
+from ..evaluation.session import reference_line
+from ..stats.between_workers import combined_workers
 from .candidates import Candidate
 from .reference_share import (
     CANDIDATE,
@@ -184,7 +185,7 @@ class _Combiner:
         if case["errors"]:
             return [{"type": REFERENCE, "case": key, "error": case["errors"][0]}]
         records = [case["timings"][index] for index in sorted(case["timings"])]
-        chosen, relative_spread = combined_reference(records)
+        chosen, relative_spread = combined_workers(records)
         if progress is not None and relative_spread is not None:
             progress.case_timed(message["label"], reference_line(chosen, relative_spread))
         return [{"type": REFERENCE, "case": key, "timing": chosen}]

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import KernelboardError
 from ..evaluation.progress import Progress
-from ..evaluation.session import JudgingSession, combined_reference, reference_label
+from ..evaluation.session import JudgingSession, reference_label
 from ..evaluation.submission import SubmissionEvaluation
 from ..judge.core import CaseOutcome, case_name
 from ..judge.evalpy import is_evalpy_task
@@ -50,6 +50,7 @@ from ..results.summary import evaluation_summary
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
+from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
 from ..supervisor.pausing import paused
 from .candidates import Candidate
@@ -509,7 +510,7 @@ class BatchJudge:
         key = reference_key(case)
         if key not in self._shared_keys:  # not a shared case (none is expected): timed here
             self.account["reference_workers"] += REFERENCE_WORKERS
-            return combined_reference(self.session.time_reference(task, case, REFERENCE_WORKERS))[0]
+            return combined_workers(self.session.time_reference(task, case, REFERENCE_WORKERS))[0]
         started = time.perf_counter()
         try:
             return self.reference_share.combined(key)

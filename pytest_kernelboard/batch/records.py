@@ -34,6 +34,7 @@ from ..results.result_model import (
     json_schema,
 )
 from ..spec.cases import Case
+from ..stats.between_workers import host_bound
 from ..stats.scoring import (
     TIE_TOLERANCE,
     case_speedup_interval,
@@ -188,14 +189,6 @@ def _case_interval(case: Case, outcome: CaseOutcome) -> tuple[float, ...] | None
 
 def _interval(timing: Mapping[str, Any] | None, key: str) -> tuple[float, ...] | None:
     return tuple(timing[key]) if timing and timing.get(key) else None
-
-
-def host_bound(timing: Mapping[str, Any] | None) -> bool | None:
-    """Whether most of a GPU timing's calls took their host time as their sample (null for a
-    host clock, where every time is the host's, and for an untimed case)."""
-    if not timing or timing.get("clock") != "cuda_event":
-        return None
-    return 2 * int(timing.get("host_bound_calls") or 0) > int(timing["n"])
 
 
 def error_kind(outcome: CaseOutcome) -> ErrorKindName | None:

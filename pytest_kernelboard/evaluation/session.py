@@ -27,7 +27,7 @@ from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
-from ..stats import between_workers
+from ..stats.between_workers import combined_workers
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..supervisor.failures import WorkerFailure
@@ -57,11 +57,14 @@ class JudgingSession:
         report_dir: Path | None = None,
         progress: Progress | None = None,
         reference_workers: int = 1,
+        host_bound_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
         pool: WorkerPool | None = None,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
-        the median time kept (_measure_reference). measure_reference: where a case's reference
+        the median time kept (_measure_reference). host_bound_workers: how many fresh workers
+        time a submission's case whose calls were mostly host-bound in its first worker
+        (SubmissionEvaluation, the same rule as the reference's). measure_reference: where a case's reference
         timing comes from instead (a batch's judges on several GPUs share one). pool: where
         workers come from (a batch's keeps an account of their start)."""
         self.mode = mode
@@ -72,6 +75,7 @@ class JudgingSession:
         self.report_dir = report_dir
         self.progress = progress
         self.reference_workers = max(1, reference_workers)
+        self.host_bound_workers = max(1, host_bound_workers)
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}
@@ -161,7 +165,7 @@ class JudgingSession:
         when identical code at vectoradd 16384² read 605 µs against the unchecked reference's
         519 on the H100 (docs/timing.md)."""
         records = self.time_reference(task, case, self.reference_workers, account=account)
-        chosen, relative_spread = combined_reference(records)
+        chosen, relative_spread = combined_workers(records)
         if self.progress is not None and relative_spread is not None:
             self.progress.case_timed(
                 reference_label(task, case), reference_line(chosen, relative_spread)
@@ -224,18 +228,6 @@ class JudgingSession:
         self.pool.close()
 
 
-def combined_reference(records: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
-    """One case's reference timing from its records in several workers: the median worker's,
-    its interval widened by the spread between them; and that spread (None below two)."""
-    chosen = median_worker(records)
-    relative_spread = between_workers.spread([rank_us(r) for r in records])
-    if relative_spread is not None:
-        chosen = between_workers.widened(
-            chosen, relative_spread, len(records), median_of=len(records)
-        )
-    return chosen, relative_spread
-
-
 def reference_label(task: TaskSpec, case: Case) -> str:
     return f"{task.name} {case.kind}[{case.id}] (reference)"
 
@@ -247,17 +239,3 @@ def reference_line(chosen: dict[str, Any], relative_spread: float) -> str:
         + ", ".join(fmt_us(t) for t in chosen["rank_us_by_worker"])
         + f" (spread {100 * relative_spread:.1f}%)"
     )
-
-
-def median_worker(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Of one case's timings in several workers, the one whose ranking time is the median
-    (the slower middle one of an even count), with every worker's time beside it.
-
-    A launch-bound call's host time moved by about ±20% from one worker to the next on an H200
-    (git history of docs/benchmarks.md); a batch's one reference timing carried its
-    worker's shift into every speedup of the run."""
-    ordered = sorted(records, key=rank_us)
-    chosen = dict(ordered[len(ordered) // 2])
-    if len(records) > 1:
-        chosen["rank_us_by_worker"] = [round(rank_us(r), 4) for r in records]
-    return chosen

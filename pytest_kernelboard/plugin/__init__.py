@@ -61,6 +61,8 @@ STATE = pytest.StashKey["KernelboardState"]()
 # moves from one worker to the next by more than one worker's samples show (identical code
 # read 4.3 and 10.6 us on one 1 M-element copy on an H200), and their spread, filed with the
 # reference run, widens every later submission's interval on that case (stats/between_workers).
+# A submission's case whose calls were mostly host-bound is timed in as many workers
+# (evaluation/submission.py): one worker's host time is no more its time than the reference's.
 RANKED_REFERENCE_WORKERS = 3
 
 
@@ -132,7 +134,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_positive_int,
         metavar="N",
         help="fresh workers that time the reference on each case where this run times it; "
-        "their spread widens every submission's interval on that case (default: "
+        "their spread widens every submission's interval on that case, and a submission's "
+        "case whose calls were mostly host-bound is timed in as many (default: "
         f"{RANKED_REFERENCE_WORKERS} in leaderboard mode, 1 otherwise)",
     )
 
@@ -152,6 +155,7 @@ class KernelboardState:
             replayed_seeds=read_run(Path(replay)).get("seeds", {}) if replay else None,
             remeasure_reference=config.getoption("kb_remeasure_reference"),
             reference_workers=reference_workers(config),
+            host_bound_workers=reference_workers(config),
             report_dir=report_dir_for(config.getoption("kb_results"), Path(config.rootpath)),
             progress=TerminalProgress(config),
         )

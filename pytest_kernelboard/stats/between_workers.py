@@ -16,11 +16,20 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .scoring import rank_us
 from .stats import student_t_critical
 
 # The median of k workers' times has a standard error about sqrt(pi / 2) / sqrt(k) of one
 # worker's (the asymptotic efficiency of the median of normal values).
 _MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
+
+
+def host_bound(timing: Mapping[str, Any] | None) -> bool | None:
+    """Whether most of a GPU timing's calls took their host time as their sample (None for a
+    host clock, where every time is the host's, and for an untimed case)."""
+    if not timing or timing.get("clock") != "cuda_event":
+        return None
+    return 2 * int(timing.get("host_bound_calls") or 0) > int(timing["n"])
 
 
 def spread(times_us: Sequence[float]) -> float | None:
@@ -72,3 +81,28 @@ def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str
     if relative_spread is None or workers < 2:
         return timing
     return widened(timing, float(relative_spread), workers)
+
+
+def combined_workers(records: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
+    """One case's timing from its records in several workers (the reference's, or a host-bound
+    submission's): the median worker's, its interval widened by the spread between them; and
+    that spread (None below two)."""
+    chosen = median_worker(records)
+    relative_spread = spread([rank_us(r) for r in records])
+    if relative_spread is not None:
+        chosen = widened(chosen, relative_spread, len(records), median_of=len(records))
+    return chosen, relative_spread
+
+
+def median_worker(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of one case's timings in several workers, the one whose ranking time is the median
+    (the slower middle one of an even count), with every worker's time beside it.
+
+    A launch-bound call's host time moved by about ±20% from one worker to the next on an H200
+    (git history of docs/benchmarks.md); a batch's one reference timing carried its
+    worker's shift into every speedup of the run."""
+    ordered = sorted(records, key=rank_us)
+    chosen = dict(ordered[len(ordered) // 2])
+    if len(records) > 1:
+        chosen["rank_us_by_worker"] = [round(rank_us(r), 4) for r in records]
+    return chosen
