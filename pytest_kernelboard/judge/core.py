@@ -341,6 +341,9 @@ class SubmissionJudge:
         except Exception as exc:  # the harness itself raised
             # The case must still be recorded: a results document never silently lacks one.
             last_line = traceback.format_exception_only(exc)[-1].strip()
+            # The record says what; where it came from is for the harness's maintainers.
+            print("kernelboard: the judge raised while judging a case:", file=sys.stderr)
+            traceback.print_exception(exc, file=sys.stderr)
             return CaseOutcome("error", f"the judge raised: {last_line}")
 
     def settle(self) -> None:

@@ -96,10 +96,18 @@ class WorkerLaunch:
 
     def _log_nccl_to(self, folder: Path) -> None:
         """NCCL's own log (which transport joins the ranks) into a file the judge can read,
-        apart from the worker's output; a NCCL_DEBUG of the judge's own environment wins."""
-        if "NCCL_DEBUG" not in self.env:
-            self.nccl_log = folder / NCCL_LOG_NAME
-            self.env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=str(self.nccl_log))
+        apart from the worker's output. At INFO at least, whatever level the judge's environment
+        asks for (the record needs the transport lines, and the file keeps them out of the
+        output); a NCCL_DEBUG_FILE of the judge's own environment wins, and the record then
+        names no transport."""
+        if "NCCL_DEBUG_FILE" in self.env:
+            return
+        level = self.env.get("NCCL_DEBUG", "").upper()
+        self.nccl_log = folder / NCCL_LOG_NAME
+        self.env.update(
+            NCCL_DEBUG=level if level in ("INFO", "TRACE") else "INFO",
+            NCCL_DEBUG_FILE=str(self.nccl_log),
+        )
 
     def _zygote_env(self) -> dict[str, str]:
         return {k: v for k, v in self.env.items() if k != LIMITS_VARIABLE}
