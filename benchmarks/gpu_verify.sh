@@ -43,6 +43,7 @@
 #            the wait for it (SCRUB_JUDGED times each)
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
 # multigpu   the multi-GPU layout and GPU tests, allreduce_scale in every mode (2+ GPUs)
+# shmwatch   which multi-GPU test leaves the judge's torch_shm_manager gone (probes/shm_watch.py)
 # gpumodedist benchmarks/gpumode_distributed.py: GPU MODE's amd_distributed problems, unmodified,
 #            at world_size 2 and 4 (GPUMODE_PROBLEMS: a reference-kernels checkout's problems/)
 # With no stage named: tests selfcheck truth sandbox.
@@ -115,6 +116,13 @@ for stage in $stages; do
                     -p no:cacheprovider --kb-results "$OUT/allreduce-$mode-${solution%%/*}.json"
             done
         done
+        ;;
+    shmwatch)
+        # The GPU multi-rank tests, then the gloo ones, in one judge process: after each test,
+        # whether the judge's torch_shm_manager still runs.
+        PYTHONPATH=benchmarks/probes run_stage shmwatch 300 python -m pytest -p shm_watch -s \
+            -q -rfE -p no:cacheprovider tests/test_distributed_gpu.py tests/test_distributed.py
+        grep -E "shm-watch|passed|failed" "$OUT/shmwatch.log" | tail -40
         ;;
     gpumodedist)
         # GPU MODE's distributed problems (a reference-kernels checkout's problems/ in
