@@ -15,26 +15,19 @@ manager reads Z, or is missing, is the one that ends it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-PROC = Path("/proc")
+from pytest_kernelboard.supervisor.proctree import read_snapshot
 
 
 def managers_of(parent: int) -> list[tuple[int, str]]:
     """The torch_shm_manager children of `parent`: (pid, state letter)."""
-    found = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
-        if name.startswith("torch_shm_man") and int(ppid) == parent:
-            found.append((int(entry.name), state))
-    return found
+    snapshot = read_snapshot()
+    processes = snapshot.processes.values() if snapshot is not None else ()
+    return [
+        (p.pid, p.state)
+        for p in processes
+        if p.ppid == parent and p.name.startswith("torch_shm_man")  # comm is cut at 15
+    ]
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:

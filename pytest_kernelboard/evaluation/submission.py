@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..judge.core import CaseOutcome, SubmissionJudge
+from ..judge.core import CaseOutcome, SubmissionJudge, outcome_speedup
 from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
 from ..spec.cases import TEST, Case, task_cases, with_run_seed
@@ -18,7 +18,6 @@ from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.between_workers import combined_workers
-from ..stats.scoring import rank_us, speedup
 from ..supervisor.client import WorkerProcess
 from ..supervisor.pool import WorkerPool
 from .messages import explain
@@ -159,10 +158,8 @@ class SubmissionEvaluation:
                 )
                 return again
             timings.append(again.timing)
-        combined, _ = combined_workers(timings)
-        first.timing = combined
-        if first.reference_timing and rank_us(combined) > 0:
-            first.speedup = speedup(rank_us(first.reference_timing), rank_us(combined))
+        first.timing, _ = combined_workers(timings)
+        first.speedup = outcome_speedup(first)
         return first
 
     def _reference_timing(self, case: Case):

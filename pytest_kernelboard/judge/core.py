@@ -107,6 +107,14 @@ class CaseOutcome:
         return self.status == "passed"
 
 
+def outcome_speedup(outcome: CaseOutcome) -> float | None:
+    """The speedup of an outcome's timing over its reference timing; None without the
+    reference's, or for a time below the clock's grain (0 µs), which has no ratio."""
+    if not outcome.reference_timing or not outcome.timing or rank_us(outcome.timing) <= 0:
+        return None
+    return speedup(rank_us(outcome.reference_timing), rank_us(outcome.timing))
+
+
 def generate_input(modules: LeaderboardModules, case: Case, call_index: int = 0) -> Any:
     """The input of a case's call_index-th call; Skip when this machine lacks what it needs."""
     try:
@@ -555,11 +563,7 @@ class SubmissionJudge:
         trace("case: released")
         if outcome.passed and reference is not None:
             outcome.reference_timing = reference(case)
-            # A time below the clock's grain (0 µs) has no ratio: the case stands without one.
-            if outcome.reference_timing and rank_us(outcome.timing) > 0:
-                outcome.speedup = speedup(
-                    rank_us(outcome.reference_timing), rank_us(outcome.timing)
-                )
+            outcome.speedup = outcome_speedup(outcome)
         return outcome
 
     def time_case(
