@@ -60,28 +60,33 @@ def test_a_session_leaves_no_staged_folders(pytester, monkeypatch, tmp_path, sub
     assert not list(scratch.glob("kb-*"))
 
 
-def test_a_judge_removes_its_shared_memory_manager_folder_when_it_exits():
-    """The folder for torch_shm_manager's socket lies in /tmp (a socket path must be short),
-    one per judge process: the judge's exit takes it away once the manager, which outlives the
-    judge by a moment, has removed its own folder in it, so the manager exits cleanly."""
+def test_a_judge_removes_its_shared_memory_folders_when_it_exits():
+    """The folders of torch_shm_manager's socket and of the registry's lie in /tmp (a socket
+    path must be short), one each per judge process, apart (no worker is given torch's): the
+    judge's exit takes both away once the managers, which outlive the judge by a moment, have
+    removed their sockets, so torch's exits cleanly."""
     judge = (
         "import torch\n"
         "from pytest_kernelboard.supervisor import shm_manager\n"
         "shm_manager.shm_manager_folders()\n"
-        "print(shm_manager.shm_manager_home(), shm_manager.shm_manager_dir())\n"
+        "print(shm_manager.shm_manager_home(), shm_manager.shm_manager_dir(),"
+        " shm_manager.registry_socket())\n"
     )
     # The manager inherits the judge's stderr: run() returns once the manager has exited too.
     ran = subprocess.run(
         [sys.executable, "-c", judge], capture_output=True, text=True, check=True, timeout=120
     )
-    home, manager = map(Path, ran.stdout.split())
+    home, manager, registry = map(Path, ran.stdout.split())
     assert home.name.startswith("kb-shm-")
-    assert manager.is_relative_to(home)  # the manager ran, with its socket folder in the home
+    assert registry.parent == home
+    assert manager.parent.name.startswith("kb-judge-shm-")  # torch's: not in a worker's folder
+    assert not manager.is_relative_to(home)
     assert "terminate called" not in ran.stderr, ran.stderr  # its exit found its folder
     deadline = time.monotonic() + 10
-    while home.exists() and time.monotonic() < deadline:
+    while (home.exists() or manager.parent.exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not home.exists()
+    assert not manager.parent.exists()
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,11 @@ the same files. Receiving, the judge unpickles with an allow-list: the leaderboa
 classes (from the judge's trusted copy), torch/NumPy classes and their rebuild functions, a few
 builtin types. A reply that names anything else (a submission's module, `os.system`, ...) is
 refused, so unpickling a reply never imports or runs participant code in the judge.
+
+A CPU tensor's shared-memory file is registered, both ways, with the judge's registry
+(shm_manager.registry_socket), never with torch's manager of either side: a request's handles
+name the registry, and a reply's are mapped through it whatever manager they name (a worker's
+own could be made to never answer, and the judge would wait on it forever).
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from __future__ import annotations
 import importlib
 import io
 import pickle
+import sys
 from collections.abc import Mapping
 from multiprocessing.reduction import ForkingPickler
 from types import ModuleType
 from typing import Any
+
+from .shm_manager import registry_socket
 
 # Builtin and standard-library types whose construction runs no code of consequence.
 _SAFE_GLOBALS = {
@@ -74,6 +82,25 @@ def lookup_class(module: str, qualname: str) -> type:
     return obj
 
 
+def rebuild_storage_via_registry(cls: type, manager: bytes, handle: bytes, size: int, *dtype: Any):
+    """A reply's shared-memory storage, mapped with the judge's registry whatever manager the
+    worker named."""
+    from torch.multiprocessing.reductions import rebuild_storage_filename
+
+    return rebuild_storage_filename(cls, registry_socket().encode(), handle, size, *dtype)
+
+
+def _reduce_cpu_storage(storage: Any) -> Any:
+    """torch's reduction of a CPU storage into a shared-memory file, its handle naming the
+    judge's registry for the worker to register with."""
+    from torch.multiprocessing.reductions import rebuild_storage_filename, reduce_storage
+
+    rebuild, args = reduce_storage(storage)
+    if rebuild is rebuild_storage_filename:
+        args = (args[0], registry_socket().encode(), *args[2:])
+    return rebuild, args
+
+
 class _JudgePickler(ForkingPickler):
     """ForkingPickler (torch's shared-memory tensors) that writes leaderboard classes by name."""
 
@@ -89,7 +116,15 @@ class _JudgePickler(ForkingPickler):
             reduced = self._cuda.reduce(obj)
             if reduced is not None:
                 return reduced
+        if _is_cpu_storage(obj):
+            return _reduce_cpu_storage(obj)
         return NotImplemented
+
+
+def _is_cpu_storage(obj: Any) -> bool:
+    """An untyped CPU storage: what every tensor's and typed storage's pickle comes down to."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.UntypedStorage) and obj.device.type == "cpu"
 
 
 def dumps(obj: Any, trusted: Mapping[str, ModuleType], cuda: Any = None) -> bytes:
@@ -110,6 +145,8 @@ class _JudgeUnpickler(pickle.Unpickler):
             f"the worker's reply refers to {module}.{name}, which the judge does not load "
             "(only tensors, arrays, builtin values and the leaderboard's own classes cross)"
         )
+        if (module, name) == ("torch.multiprocessing.reductions", "rebuild_storage_filename"):
+            return rebuild_storage_via_registry
         if module in self._trusted:
             obj = _resolve(self._trusted[module], name)
             if isinstance(obj, type) and obj.__module__ == module:

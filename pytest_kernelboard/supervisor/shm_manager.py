@@ -1,6 +1,11 @@
-"""The judge's torch_shm_manager, which every worker's CPU tensors go through: its socket's
-folder, made before torch is imported so that a sandboxed worker can be given it at its start,
-and removed when the judge exits."""
+"""How CPU tensors' shared-memory files are kept track of, on the judge's side.
+
+Two registries: torch's own torch_shm_manager, for the judge's process alone, its socket in a
+folder no worker is given; and the judge's shm_registry.py process, which every worker talks to
+(the handles the judge sends name it, and the judge reads the workers' replies through it), its
+socket in a folder made before torch is imported, so that a sandboxed worker can be given it at
+its start. torch's manager ends on the first client that misbehaves, and torch never starts a
+second: no untrusted process may reach it. Both folders go when the judge exits."""
 
 from __future__ import annotations
 
@@ -8,9 +13,12 @@ import atexit
 import functools
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 
@@ -26,11 +34,11 @@ def share_through_files() -> None:
 
 
 @functools.cache
-def _shm_manager_folder() -> Path:
-    # A short path: the manager's socket path must fit a Unix socket address (108 bytes),
-    # which a deep temporary folder (pytest's, say) would overflow.
+def _socket_folder(prefix: str) -> Path:
+    # A short path: a socket path must fit a Unix socket address (108 bytes), which a deep
+    # temporary folder (pytest's, say) would overflow.
     short = "/tmp" if os.path.isdir("/tmp") else None
-    folder = Path(tempfile.mkdtemp(prefix="kb-shm-", dir=short))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=short))
     atexit.register(_remove_shm_manager_folder, folder, os.getpid())
     return folder
 
@@ -41,12 +49,12 @@ _REMOVE_WHEN_EMPTY = 'while [ -n "$(ls -A "$1")" ]; do sleep 0.05; done; rmdir "
 
 
 def _remove_shm_manager_folder(folder: Path, owner: int) -> None:
-    """At the judge's exit, its manager folder goes too: one left per judge run would pile up
-    on a runner. The manager outlives the judge by a moment and removes the socket folder it
-    made inside this one when the judge's connection closes; removed before that, its exit
-    aborts ("terminate called ... No such file or directory"). So an empty folder goes now and
-    one the manager still uses goes after it. A process forked from the judge leaves it to the
-    judge."""
+    """At the judge's exit, its socket folders go too: one left per judge run would pile up on
+    a runner. A manager outlives the judge by a moment and removes its socket (torch's, the
+    folder it made inside this one) when the judge's connection closes; torch's, its folder
+    removed before that, aborts ("terminate called ... No such file or directory"). So an empty
+    folder goes now and one still in use goes after it. A process forked from the judge leaves
+    it to the judge."""
     if os.getpid() != owner:
         return
     try:
@@ -64,39 +72,64 @@ def _remove_shm_manager_folder(folder: Path, owner: int) -> None:
 
 
 def shm_manager_home() -> Path:
-    """A folder of the judge's own for its torch_shm_manager socket, made before torch is
-    imported. The manager puts its socket under $TMPDIR, so a sandboxed worker can be given
-    this folder at its start and the judge's torch import can overlap the worker's start-up.
-    Made again if something cleaned it away before the manager started."""
-    folder = _shm_manager_folder()
+    """The folder of the judge's registry socket (shm_registry.py), made before torch is
+    imported so that a sandboxed worker can be given it at its start and the judge's torch
+    import can overlap the worker's start-up. Made again if something cleaned it away before
+    the registry started."""
+    folder = _socket_folder("kb-shm-")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
 def shm_manager_folders() -> list[Path]:
-    """The judge's shared-memory manager folders a sandboxed worker must reach: the home made
-    before torch, and, once torch is imported, the folder of a manager already running
-    elsewhere (no import to save then)."""
-    folders = [shm_manager_home()]
-    if "torch" in sys.modules:
-        share_through_files()
-        manager = shm_manager_dir()
-        if manager is not None and not manager.is_relative_to(shm_manager_home()):
-            folders.append(manager)
-    return folders
+    """The judge's shared-memory folders a sandboxed worker must reach: the registry's."""
+    return [shm_manager_home()]
+
+
+REGISTRY_SOCKET = "registry.sock"
+_registries: dict[int, tuple[subprocess.Popen, str]] = {}  # by judge pid
+_registry_lock = threading.Lock()
+
+
+def registry_socket() -> str:
+    """The socket of this judge's shared-memory registry, started on first use: every CPU
+    tensor handle the judge sends names it, and every one a worker sends back is mapped
+    through it. It exits when the judge does."""
+    with _registry_lock:
+        known = _registries.get(os.getpid())
+        if known is not None and known[0].poll() is None:
+            return known[1]
+        path = str(shm_manager_home() / REGISTRY_SOCKET)
+        if known is not None:  # it was killed from outside: a new one at a path of its own,
+            # since torch keeps its broken connection to the old one by path
+            path = str(shm_manager_home() / f"registry-{time.monotonic_ns()}.sock")
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(Path(__file__).with_name("shm_registry.py")), path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # a ^C to the judge's group is the judge's to handle
+        )
+        ready = select.select([process.stdout], [], [], 30.0)[0]
+        line = process.stdout.readline() if ready else b""  # type: ignore[union-attr]
+        if line != b"ready\n":
+            process.kill()
+            raise RuntimeError(f"the shared-memory registry did not start (it said {line!r})")
+        _registries[os.getpid()] = (process, path)
+        return path
 
 
 @functools.cache
 def shm_manager_dir() -> Path | None:
-    """The folder of the judge's torch_shm_manager socket, which a sandboxed worker must reach
-    to map the judge's tensors. Sharing one tiny tensor starts the manager (once per process,
-    with $TMPDIR pointing into shm_manager_home()); its socket path is in the handle."""
+    """The folder of the judge's own torch_shm_manager socket: a folder of the judge's that no
+    worker is given. Sharing one tiny tensor starts the manager (once per process, with
+    $TMPDIR pointing there); its socket path is in the handle."""
     from multiprocessing.reduction import ForkingPickler
 
     import torch
 
+    share_through_files()
     previous = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(shm_manager_home())
+    os.environ["TMPDIR"] = str(_socket_folder("kb-judge-shm-"))
     try:
         handle = bytes(ForkingPickler.dumps(torch.zeros(1)))
     finally:
