@@ -19,6 +19,8 @@ ModelNew(Model)`, each source made distinct by a comment) against that KernelBen
 (KernelBench/levelN/NAME.py), imported into a fresh repository as `kernelboard import
 kernelbench` does: every candidate must pass.
 
+On a GPU each run also prints the peak device memory in use on the GPUs it judged on (NVML,
+every 50 ms, as benchmarks/kernelbench_evaluator.py reads it for KernelBench's evaluator).
 Each run also prints where a candidate's time went: the mean seconds per candidate of each
 phase of the records' `phases` (pytest_kernelboard/batch/phases.py), which of them lie on the
 critical path, and their sum beside the batch's wall time per candidate; `phases-N.json` in the
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import batch_candidates as bc  # noqa: E402
+from sweep_lane import MemoryPeaks  # noqa: E402
 
 from pytest_kernelboard.batch.phases import account_lines, batch_account  # noqa: E402
 from pytest_kernelboard.stats.scoring import tied  # noqa: E402
@@ -206,7 +209,11 @@ def report_batch(args: argparse.Namespace) -> int:
     gpu = args.device == "gpu" or (args.device == "auto" and has_gpu())
     print(f"{lines}: {len(expected)} candidates, {args.mode} mode, on {'GPU' if gpu else 'CPU'}")
     runs = []
+    memory = MemoryPeaks() if gpu else None
+    watched = judged_gpus(args.gpus, memory)
     for index in range(args.runs):
+        if memory is not None:
+            memory.begin(watched)
         wall, records = judge(
             args.leaderboard,
             [lines],
@@ -223,8 +230,11 @@ def report_batch(args: argparse.Namespace) -> int:
                     [record["id"], what, want, got, record["message"][:70].replace("\n", " ")]
                 )
         missing = sorted(set(expected) - {r["id"] for r in records})
+        peak = memory.end(watched) if memory is not None else None
         runs.append((wall, records, wrong, missing))
         print(f"\nrun {index + 1}: {len(records)} records in {wall:.1f} s")
+        if peak is not None:
+            print(f"  peak device memory in use: {peak / 1e9:.2f} GB (GPUs {watched})")
         for line in (out / f"judge-{index + 1}.log").read_text().splitlines():
             if "(reference)" in line:  # its time in each worker that timed it
                 print("  " + line)
@@ -313,6 +323,13 @@ def model_copies(count: int, out: Path) -> tuple[Path, Path]:
         for index in range(count)
     ]
     return bc.write_batch(specs, out, "model_copies")
+
+
+def judged_gpus(gpus: str | None, memory: MemoryPeaks | None) -> list[int]:
+    """The GPUs a run judges on (--gpus, else every one NVML sees)."""
+    if gpus:
+        return [int(gpu) for gpu in gpus.split(",")]
+    return list(range(memory.count())) if memory is not None else []
 
 
 def has_gpu() -> bool:
