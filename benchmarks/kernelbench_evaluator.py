@@ -12,9 +12,10 @@ makes them. They are evaluated the way KernelBench's scripts/eval_from_generatio
 locally: in batches of one candidate per GPU, each batch in a fresh `spawn` pool (a new Python
 process per candidate, which imports torch), each candidate by `eval_kernel_against_ref` with
 that script's settings (5 correctness trials, 100 timed trials with CUDA events, the reference
-timed in the same call). Prints the wall time, candidates per hour, how many were correct, the
-median runtime and reference runtime, and the peak device memory in use (NVML, every 50 ms:
-sweep_lane.MemoryPeaks) on the busiest GPU.
+timed in the same call). After each batch it prints the candidates' seconds and the peak device
+memory so far (a run cut short still says how far it got); at the end the wall time, candidates
+per hour, how many were correct, the median runtime and reference runtime, and the peak device
+memory in use (NVML, every 50 ms: sweep_lane.MemoryPeaks) on the busiest GPU.
 
 KernelBench's package imports its LLM clients (openai, litellm) at import time; where they are
 not installed they are replaced by empty modules, since no LLM is called. Its other imports
@@ -115,7 +116,16 @@ def main() -> None:
                     for gpu, source in enumerate(batch)
                 ]
                 results.extend(p.get(timeout=600) for p in pending)
-            print(f"{len(results)}/{len(candidates)} evaluated", file=sys.stderr, flush=True)
+            seconds = ", ".join(f"{r['seconds']:.1f}" for r in results[first:])
+            peak_so_far = memory.peak_so_far(gpus)
+            print(
+                f"{len(results)}/{len(candidates)} evaluated at {time.perf_counter() - started:.1f} s"
+                f" (this batch: {seconds} s a candidate"
+                + (f"; peak so far {peak_so_far / 1e9:.2f} GB" if peak_so_far is not None else "")
+                + ")",
+                file=sys.stderr,
+                flush=True,
+            )
     wall_s = time.perf_counter() - started
     peak = memory.end(gpus)
 

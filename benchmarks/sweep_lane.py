@@ -278,6 +278,14 @@ class MemoryPeaks:
             for gpu in gpus:
                 self.peaks[gpu] = self._used(gpu)
 
+    def peak_so_far(self, gpus: list[int] | None) -> int | None:
+        """The largest of the GPUs' peaks since begin (bytes), still watching; None without
+        NVML."""
+        if self.nvml is None or not gpus:
+            return None
+        with self.lock:
+            return max(self.peaks.get(gpu, 0) for gpu in gpus)
+
     def end(self, gpus: list[int] | None) -> int | None:
         """The largest of the GPUs' peaks since begin (bytes), None without NVML."""
         if self.nvml is None or not gpus:
