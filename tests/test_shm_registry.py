@@ -147,3 +147,24 @@ def test_a_worker_that_attacks_the_managers_harms_no_later_case(
     torch.ones(7).share_memory_()  # the judge's own tensors are still shared through torch's
     states = _torch_managers_of_this_judge()
     assert states and "Z" not in states, states
+
+
+def test_a_judge_forked_from_a_judge_starts_a_registry_of_its_own():
+    """A nested judge forked from this one (tests/forked_pytest.py) shares its socket folder:
+    its registry must not need the parent's socket path."""
+    parent = shm_manager.registry_socket()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the forked judge: its own registry, answering
+        os.close(read)
+        try:
+            path = shm_manager.registry_socket()
+            ok = path != parent and _register(path, b"/kb_forked") == b"OK"
+            os.write(write, b"ok" if ok else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 2)
+    os.waitpid(child, 0)
+    assert answer == b"ok"
+    assert _register(parent, b"/kb_parent") == b"OK"

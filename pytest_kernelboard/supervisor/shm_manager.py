@@ -86,7 +86,6 @@ def shm_manager_folders() -> list[Path]:
     return [shm_manager_home()]
 
 
-REGISTRY_SOCKET = "registry.sock"
 _registries: dict[int, tuple[subprocess.Popen, str]] = {}  # by judge pid
 _registry_lock = threading.Lock()
 
@@ -99,10 +98,11 @@ def registry_socket() -> str:
         known = _registries.get(os.getpid())
         if known is not None and known[0].poll() is None:
             return known[1]
-        path = str(shm_manager_home() / REGISTRY_SOCKET)
-        if known is not None:  # it was killed from outside: a new one at a path of its own,
-            # since torch keeps its broken connection to the old one by path
-            path = str(shm_manager_home() / f"registry-{time.monotonic_ns()}.sock")
+        # Named by the judge's pid: a judge forked from another (a nested pytest) shares its
+        # home. One killed from outside is followed by one at a path of its own, since torch
+        # keeps its broken connection to the old one by path.
+        name = f"registry-{os.getpid()}" + (f"-{time.monotonic_ns()}" if known else "")
+        path = str(shm_manager_home() / f"{name}.sock")
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", str(Path(__file__).with_name("shm_registry.py")), path],
             stdin=subprocess.PIPE,
