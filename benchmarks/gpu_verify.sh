@@ -6,7 +6,9 @@
 #
 # tests      the GPU test files, one pytest each (a slow file cannot hide the others' verdicts)
 # loadtests  the same GPU test files in one pytest with -n ${LOAD_WORKERS:-4}: they share the GPU
-# selfcheck  `pytest leaderboards -n 8` on the one GPU: every bundled solution, under load
+# selfcheck  `pytest leaderboards -n ${SELFCHECK_WORKERS:-8}`: every bundled solution, under load
+#            (on a host of N GPUs, SELFCHECK_WORKERS=N: one GPU per xdist worker, the multi-GPU
+#            cases leasing whole sets), SELFCHECK_RUNS times in a row (default 1)
 # truth      benchmarks/timing_truth.py: ranking statistic vs ncu, score spread, identical-code
 #            speedup, wall times (with 16 host-spinning processes for a busy host)
 # sandbox    benchmarks/sandbox_cost.py: worker start-up and per-call cost with and without it
@@ -28,6 +30,9 @@
 #            reference timed in the run: where its wall time goes, and each timing's wall
 # batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
 #            (BATCH_RUNS times, default 1)
+# scaling    benchmarks/batch_throughput.py on SCALING_CANDIDATES (default 40) copies of
+#            KernelBench L2 12 (KERNELBENCH: a checkout's KernelBench/ folder) on one GPU, then
+#            on every GPU: the rate several GPUs add
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
 # noise      benchmarks/probes/process_noise.py: a host-bound call's host time from process to
 #            process, two live processes taking turns, and each call on the next CPU
@@ -133,7 +138,20 @@ for stage in $stages; do
         tail -60 "$OUT/gpumodedist.log"
         ;;
     selfcheck)
-        run_stage selfcheck 420 python -m pytest leaderboards -n 8 -q -rfE -p no:cacheprovider
+        for run in $(seq "${SELFCHECK_RUNS:-1}"); do
+            label="run $run" run_stage selfcheck 420 python -m pytest leaderboards \
+                -n "${SELFCHECK_WORKERS:-8}" -q -rfE -p no:cacheprovider
+        done
+        ;;
+    scaling)
+        problem="${KERNELBENCH:-.kbsrc/KernelBench}/level2/12_Gemm_Multiply_LeakyReLU.py"
+        all=$(python -c "import torch; print(','.join(map(str, range(torch.cuda.device_count()))))")
+        for gpus in 0 "$all"; do
+            label="GPUs $gpus" run_stage scaling 300 python benchmarks/batch_throughput.py \
+                --kernelbench-problem "$problem" --candidates "${SCALING_CANDIDATES:-40}" \
+                --mode benchmark --gpus "$gpus" --runs 1 --out "$OUT/scaling-${gpus//,/_}"
+        done
+        grep -E "records in|candidates/h|^1 " "$OUT/scaling.log"
         ;;
     truth)
         run_stage truth "${TRUTH_LIMIT:-560}" python benchmarks/timing_truth.py --runs 5 --noisy "${TRUTH_NOISY:-16}" \
