@@ -47,6 +47,7 @@
 #            (the driver's scrubbing), then the 16384² vectoradd case judged with and without
 #            the wait for it (SCRUB_JUDGED times each)
 # serve      benchmarks/serve_vs_judge.py on the same batch: HTTP against kernelboard judge
+#            (SERVE_JOBS: jobs posted to each server; the later ones find its judges warm)
 # multigpu   the multi-GPU layout and GPU tests, allreduce_scale in every mode (2+ GPUs)
 # shmwatch   which multi-GPU test leaves the judge's torch_shm_manager gone (probes/shm_watch.py)
 # gpumodedist benchmarks/gpumode_distributed.py: GPU MODE's amd_distributed problems, unmodified,
@@ -273,7 +274,8 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         python benchmarks/batch_candidates.py "$scratch" --repo "$scratch/repo" >/dev/null
         run_stage serve "${BATCH_LIMIT:-560}" python benchmarks/serve_vs_judge.py \
             kernelbench_l2_1_gemm_scale_leakyrelu_clamp "$scratch/batch.jsonl" --mode benchmark \
-            --root "$scratch/repo" --repeats "${SERVE_REPEATS:-1}" --keep "$OUT/serve"
+            --root "$scratch/repo" --repeats "${SERVE_REPEATS:-1}" --jobs "${SERVE_JOBS:-1}" \
+            --keep "$OUT/serve"
         tail -20 "$OUT/serve.log"
         ;;
     ranked)

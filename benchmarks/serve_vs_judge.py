@@ -1,7 +1,7 @@
 """`kernelboard serve` over HTTP against `kernelboard judge`, on the same batch and machine.
 
     python benchmarks/serve_vs_judge.py LEADERBOARD CANDIDATE... [--mode benchmark]
-                                        [--root DIR] [--repeats 1] [--limit 1.1]
+                                        [--root DIR] [--repeats 1] [--limit 1.1] [--jobs 1]
 
 CANDIDATE is what `kernelboard judge` takes (source files, folders, JSONL files). Each repeat
 runs both, alternating which goes first: `kernelboard judge ... --out F.jsonl` (wall time of
@@ -9,7 +9,9 @@ the command), then `kernelboard serve` on loopback with a fresh state folder, th
 posted as one job and long-polled until done (wall time from starting the server to the last
 record: both include their start-up). Prints both medians, the ratio, and whether the verdicts
 (status, correct, error_kind per id) agree. Exit status 0 when they agree and the ratio is at
-most --limit.
+most --limit. With --jobs N the server then judges the same batch N - 1 times more, one job
+after another (what a training loop's steps do): each later job's wall time from its post to its
+last record, which its warm judges answer without their start-up or the reference's timing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,11 @@ def time_judge(args: argparse.Namespace, scratch: Path) -> tuple[float, dict[str
     return wall, {r["id"]: tuple(r.get(k) for k in VERDICT) for r in records}
 
 
-def time_serve(args: argparse.Namespace, scratch: Path, candidates: list) -> tuple[float, dict]:
+def time_serve(
+    args: argparse.Namespace, scratch: Path, candidates: list
+) -> tuple[float, dict, list[float]]:
+    """The first job's wall time from the server's start, its verdicts, and each later job's
+    wall time from its post (--jobs)."""
     state = scratch / f"state-{time.monotonic_ns()}"
     command = [sys.executable, "-m", "pytest_kernelboard.cli", "serve", "--port", "0",
                "--state", str(state), "--max-queue", str(max(4096, len(candidates))),
@@ -56,23 +62,36 @@ def time_serve(args: argparse.Namespace, scratch: Path, candidates: list) -> tup
         url = started_url(server.stdout)
         if url is None:
             raise SystemExit("kernelboard serve did not start")
-        body = {
-            "leaderboard": args.leaderboard,
-            "mode": args.mode,
-            "candidates": [{"id": c.id, "source": c.source, "lang": c.lang} for c in candidates],
-        }
-        job = post(f"{url}/v1/jobs", body)["job"]
-        while True:
-            answer = get(f"{url}/v1/jobs/{job}?wait=600")
-            if answer["state"] in ("done", "failed"):
-                break
+        answer = run_job(url, args, candidates, "")
         wall = time.monotonic() - started
-        if answer["state"] != "done":
-            raise SystemExit(f"the job failed: {answer.get('error')}")
-        return wall, {r["id"]: tuple(r.get(k) for k in VERDICT) for r in answer["records"]}
+        later = []
+        for job in range(1, args.jobs):
+            posted = time.monotonic()
+            run_job(url, args, candidates, f"-job{job}")
+            later.append(time.monotonic() - posted)
+        return wall, {r["id"]: tuple(r.get(k) for k in VERDICT) for r in answer["records"]}, later
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
+
+
+def run_job(url: str, args: argparse.Namespace, candidates: list, suffix: str) -> dict:
+    """The batch as one job (each id with the suffix), long-polled until it is done."""
+    body = {
+        "leaderboard": args.leaderboard,
+        "mode": args.mode,
+        "candidates": [
+            {"id": c.id + suffix, "source": c.source, "lang": c.lang} for c in candidates
+        ],
+    }
+    job = post(f"{url}/v1/jobs", body)["job"]
+    while True:
+        answer = get(f"{url}/v1/jobs/{job}?wait=600")
+        if answer["state"] in ("done", "failed"):
+            break
+    if answer["state"] != "done":
+        raise SystemExit(f"the job failed: {answer.get('error')}")
+    return answer
 
 
 def post(url: str, body: object) -> dict:
@@ -100,6 +119,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--limit", type=float, default=1.1, help="serve/judge at most")
     parser.add_argument("--keep", type=Path, help="keep the judge's records and logs here")
+    parser.add_argument("--jobs", type=int, default=1, help="jobs posted to each server")
     args = parser.parse_args()
 
     from pytest_kernelboard.batch import load_candidates
@@ -107,7 +127,7 @@ def main() -> int:
     candidates = load_candidates(args.candidates)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="kb-serve-vs-judge-"))
     scratch.mkdir(parents=True, exist_ok=True)
-    judge_walls, serve_walls = [], []
+    judge_walls, serve_walls, later_walls = [], [], []
     agree = True
     for repeat in range(args.repeats):
         order = ("judge", "serve") if repeat % 2 == 0 else ("serve", "judge")
@@ -117,8 +137,15 @@ def main() -> int:
                 wall, verdicts[which] = time_judge(args, scratch)
                 judge_walls.append(wall)
             else:
-                wall, verdicts[which] = time_serve(args, scratch, candidates)
+                wall, verdicts[which], later = time_serve(args, scratch, candidates)
                 serve_walls.append(wall)
+                later_walls += later
+                if later:
+                    print(
+                        f"repeat {repeat + 1}: serve's later jobs "
+                        + ", ".join(f"{w:.1f} s" for w in later),
+                        flush=True,
+                    )
             print(f"repeat {repeat + 1}: {which} {wall:.1f} s", flush=True)
         differ = [i for i in verdicts["judge"] if verdicts["judge"][i] != verdicts["serve"].get(i)]
         if differ or len(verdicts["serve"]) != len(verdicts["judge"]):
@@ -131,6 +158,12 @@ def main() -> int:
         f"{serve_s:.1f} s, ratio {ratio:.3f} (limit {args.limit:g}); verdicts "
         f"{'agree' if agree else 'DIFFER'}"
     )
+    if later_walls:
+        later_s = statistics.median(later_walls)
+        print(
+            f"serve's later jobs: median {later_s:.1f} s ({judge_s / later_s:.2f}x the rate of a "
+            f"kernelboard judge per batch)"
+        )
     return 0 if agree and ratio <= args.limit else 1
 
 

@@ -65,99 +65,164 @@ def judge_on_gpus(
     profile: bool = False,
     progress: Progress | None = None,
 ) -> Iterator[dict[str, Any]]:
-    inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
-    processes = []
-    # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
-    inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    for slot, group in enumerate(gpus):
-        physical = [inherited[gpu] if gpu < len(inherited) else str(gpu) for gpu in group]
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(physical)}
-        process = subprocess.Popen(
-            [sys.executable, "-m", GPU_JUDGE, leaderboard, mode, str(root), str(excessive_speedup)]
-            + ["--share", f"{slot}/{len(gpus)}"]
-            + (["--profile"] if profile else []),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            text=True,
-            bufsize=1,
+    """One batch on judge processes started for it and stopped after it."""
+    judges = GpuJudges(leaderboard, mode, root, gpus, excessive_speedup, profile)
+    try:
+        yield from judges.judge(candidates, progress)
+    finally:
+        judges.close(progress)
+
+
+class GpuJudges:
+    """One judge process per GPU group for one leaderboard and mode, kept across batches: a
+    later batch finds the processes, their workers, their CUDA contexts and the reference's
+    timing ready (`kernelboard serve` keeps them between jobs). One batch at a time."""
+
+    def __init__(
+        self,
+        leaderboard: str,
+        mode: str,
+        root: Path,
+        gpus: Sequence[Sequence[int]],
+        excessive_speedup: float,
+        profile: bool = False,
+    ) -> None:
+        self.gpus = [list(group) for group in gpus]
+        self.inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
+        self.processes: list[subprocess.Popen] = []
+        # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
+        inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        for slot, group in enumerate(self.gpus):
+            physical = [inherited[gpu] if gpu < len(inherited) else str(gpu) for gpu in group]
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(physical)}
+            self.processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        GPU_JUDGE,
+                        leaderboard,
+                        mode,
+                        str(root),
+                        str(excessive_speedup),
+                    ]
+                    + ["--share", f"{slot}/{len(self.gpus)}"]
+                    + (["--profile"] if profile else []),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=env,
+                    text=True,
+                    bufsize=1,
+                )
+            )
+        self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
+        self.combiner = _Combiner(len(self.processes))
+        self.ended: set[int] = set()
+        self.broken = False  # a batch ended with candidates in flight: no further batch
+        self._sent = 0  # candidates handed to this set of judges so far, every batch
+        self.readers = [
+            threading.Thread(target=self._read, args=(slot,), daemon=True)
+            for slot in range(len(self.processes))
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def alive(self) -> bool:
+        """Whether every judge still runs and takes another batch."""
+        return (
+            not self.broken
+            and not self.ended
+            and all(process.poll() is None for process in self.processes)
         )
-        processes.append(process)
-    assigned: list[deque[int]] = [deque() for _ in processes]  # candidate indices, in order sent
-    waiting = deque(range(len(candidates)))  # not yet sent (or sent to a judge that ended)
-    combiner = _Combiner(len(processes))
-    ended: set[int] = set()
 
-    def read(slot: int) -> None:
-        for line in processes[slot].stdout:
-            inbox.put((slot, json.loads(line)))
-        inbox.put((slot, None))
+    def _read(self, slot: int) -> None:
+        for line in self.processes[slot].stdout:  # type: ignore[union-attr]
+            self.inbox.put((slot, json.loads(line)))
+        self.inbox.put((slot, None))
 
-    def tell(slot: int, message: dict[str, Any]) -> None:
+    def _tell(self, slot: int, message: dict[str, Any]) -> None:
         try:
-            processes[slot].stdin.write(json.dumps(message) + "\n")
-            processes[slot].stdin.flush()
+            self.processes[slot].stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+            self.processes[slot].stdin.flush()  # type: ignore[union-attr]
         except OSError:  # that judge has ended; its reader says so
             pass
 
-    def top_up(slot: int) -> None:
-        while slot not in ended and len(assigned[slot]) < IN_FLIGHT and waiting:
-            index = waiting.popleft()
-            assigned[slot].append(index)
-            tell(slot, {"type": CANDIDATE, "candidate": asdict(candidates[index])})
-
-    def handle(slot: int, message: dict[str, Any]) -> None:
+    def _handle(self, slot: int, message: dict[str, Any], progress: Progress | None) -> None:
         kind = message.get("type")
         if kind == REFERENCE_SHARE:
-            for combined in combiner.add(slot, message, progress):
-                for other in range(len(processes)):
-                    tell(other, combined)
+            for combined in self.combiner.add(slot, message, progress):
+                for other in range(len(self.processes)):
+                    self._tell(other, combined)
         elif kind == PHASE and progress is not None:
-            progress.phase(f"judge {slot} (GPU {_names(gpus[slot])})", phase_line(message))
+            progress.phase(f"judge {slot} (GPU {_names(self.gpus[slot])})", phase_line(message))
 
-    readers = [threading.Thread(target=read, args=(s,), daemon=True) for s in range(len(gpus))]
-    for reader in readers:
-        reader.start()
-    for slot in range(len(processes)):
-        top_up(slot)
-    ready: dict[int, dict[str, Any]] = {}
-    next_out = 0
-    try:
-        while next_out < len(candidates):
-            if len(ended) == len(processes):
-                raise RuntimeError("every GPU's judge process ended before the batch was done")
-            slot, message = inbox.get()
-            if message is None:  # its unjudged candidates go to the others
-                ended.add(slot)
-                waiting.extendleft(reversed(assigned[slot]))
-                assigned[slot].clear()
-                for failed in combiner.end(slot, _names(gpus[slot])):
-                    for other in range(len(processes)):
-                        tell(other, failed)
-                for other in range(len(processes)):
-                    top_up(other)
-            elif message.get("type") == RECORD:
-                ready[assigned[slot].popleft()] = message["record"]
-                top_up(slot)
-            else:
-                handle(slot, message)
-            while next_out in ready:
-                yield ready.pop(next_out)
-                next_out += 1
-    finally:
-        for process in processes:
+    def judge(
+        self, candidates: Sequence[Candidate], progress: Progress | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """One record per candidate, in the order given, each as soon as it and the ones
+        before it are judged. A batch left before its last record leaves these judges
+        `broken` (its candidates still in flight would answer the next one's)."""
+        base = self._sent
+        self._sent += len(candidates)
+        waiting = deque(range(base, base + len(candidates)))  # not yet sent (or sent to a
+        # judge that ended)
+
+        def top_up(slot: int) -> None:
+            while slot not in self.ended and len(self.assigned[slot]) < IN_FLIGHT and waiting:
+                index = waiting.popleft()
+                self.assigned[slot].append(index)
+                candidate = candidates[index - base]
+                self._tell(slot, {"type": CANDIDATE, "candidate": asdict(candidate)})
+
+        for slot in range(len(self.processes)):
+            top_up(slot)
+        ready: dict[int, dict[str, Any]] = {}
+        next_out = base
+        try:
+            while next_out < base + len(candidates):
+                if len(self.ended) == len(self.processes):
+                    raise RuntimeError("every GPU's judge process ended before the batch was done")
+                slot, message = self.inbox.get()
+                if message is None:  # its unjudged candidates go to the others
+                    self.ended.add(slot)
+                    waiting.extendleft(reversed(self.assigned[slot]))
+                    self.assigned[slot].clear()
+                    for failed in self.combiner.end(slot, _names(self.gpus[slot])):
+                        for other in range(len(self.processes)):
+                            self._tell(other, failed)
+                    for other in range(len(self.processes)):
+                        top_up(other)
+                elif message.get("type") == RECORD:
+                    ready[self.assigned[slot].popleft()] = message["record"]
+                    top_up(slot)
+                else:
+                    self._handle(slot, message, progress)
+                while next_out in ready:
+                    yield ready.pop(next_out)
+                    next_out += 1
+        finally:
+            if next_out < base + len(candidates):
+                self.broken = True
+
+    def close(self, progress: Progress | None = None) -> None:
+        """Each judge's stdin closed: it finishes, reports its account and exits."""
+        for process in self.processes:
             try:
-                process.stdin.close()
+                process.stdin.close()  # type: ignore[union-attr]
             except OSError:
                 pass
-        for process in processes:
+        for process in self.processes:
             process.wait()
-        for reader in readers:
+        for reader in self.readers:
             reader.join(timeout=5)
-        while not inbox.empty():  # each judge's account of its time, sent as it ended
-            slot, message = inbox.get()
+        while not self.inbox.empty():  # each judge's account of its time, sent as it ended
+            slot, message = self.inbox.get()
             if message is not None and message.get("type") == PHASE:
-                handle(slot, message)
+                self._handle(slot, message, progress)
 
 
 class _Combiner:
