@@ -127,3 +127,15 @@ def test_an_unknown_leaderboard_is_refused_before_any_judge_starts(repo):
     with pytest.raises(UnknownLeaderboard):
         judge("no-such-board", batch("a"), "test")
     assert judge._warm is None
+
+
+def test_warm_judges_serve_an_hour_then_the_reference_is_timed_again(repo):
+    judge = LocalJudge(repo, max_age_s=3600.0)
+    try:
+        first = judge.judges_for("addone", "test")
+        assert judge.judges_for("addone", "test") is first
+        judge.max_age_s = 0.0  # as if an hour had passed
+        assert judge.judges_for("addone", "test") is not first
+        assert all(process.poll() is not None for process in first.processes)
+    finally:
+        judge.close()

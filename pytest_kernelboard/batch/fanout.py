@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
@@ -88,6 +89,7 @@ class GpuJudges:
         profile: bool = False,
     ) -> None:
         self.gpus = [list(group) for group in gpus]
+        self.started_at = time.monotonic()
         self.inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
         self.processes: list[subprocess.Popen] = []
         # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,18 +58,23 @@ class RepositoryJudge:
         pass
 
 
+WARM_FOR_S = 3600.0  # how long a set of warm judges (and its reference timing) serves jobs
+
+
 class LocalJudge(RepositoryJudge):
     """The batch judge on this host: one judge process per GPU (one CPU judge on a machine
     without one), kept warm between jobs for the last leaderboard and mode judged. A job
     finds the judges' processes, workers and CUDA contexts started and the reference timed:
     a training loop's every step would otherwise pay for them again (on an H200, 10.8 to 13.9 s
     before a batch's first record). Another leaderboard or mode, a change to the
-    leaderboard's files, or a judge that died starts a fresh set."""
+    leaderboard's files, or a judge that died starts a fresh set; so does an hour: the
+    reference is timed again, as the GPU's state may have moved since."""
 
     description = "this host"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_age_s: float = WARM_FOR_S) -> None:
         super().__init__(root)
+        self.max_age_s = max_age_s
         self._warm: tuple[tuple[str, str, str], GpuJudges] | None = None
 
     def __call__(
@@ -86,7 +92,8 @@ class LocalJudge(RepositoryJudge):
         key = (leaderboard, mode, files_fingerprint(task.root))
         if self._warm is not None:
             warm_key, judges = self._warm
-            if warm_key == key and judges.alive():
+            young = time.monotonic() - judges.started_at < self.max_age_s
+            if warm_key == key and judges.alive() and young:
                 return judges
             self._warm = None
             judges.close()
