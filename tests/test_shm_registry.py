@@ -168,3 +168,26 @@ def test_a_judge_forked_from_a_judge_starts_a_registry_of_its_own():
     os.waitpid(child, 0)
     assert answer == b"ok"
     assert _register(parent, b"/kb_parent") == b"OK"
+
+
+def test_a_registry_killed_from_outside_is_replaced_at_a_path_of_its_own():
+    """In a judge process of its own: this one's storages stay registered with its registry."""
+    judge = (
+        "from pytest_kernelboard.supervisor import shm_manager\n"
+        "import os\n"
+        "first = shm_manager.registry_socket()\n"
+        "process, _ = shm_manager._registries[os.getpid()]\n"
+        "process.kill(); process.wait()\n"
+        "second = shm_manager.registry_socket()\n"
+        "import socket, struct\n"
+        "client = socket.socket(socket.AF_UNIX); client.connect(second)\n"
+        "client.sendall(struct.pack('=ib60s3x', os.getpid(), 0, b'/kb_after_a_kill'))\n"
+        "print(first, second, client.recv(2).decode())\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", judge], capture_output=True, text=True, check=True, timeout=60
+    )
+    first, second, answer = ran.stdout.split()
+    assert answer == "OK"
+    assert second != first  # torch keeps its broken connection to the first by path
+    assert Path(second).parent == Path(first).parent
