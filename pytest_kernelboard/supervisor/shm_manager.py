@@ -115,7 +115,25 @@ def registry_socket() -> str:
             process.kill()
             raise RuntimeError(f"the shared-memory registry did not start (it said {line!r})")
         _registries[os.getpid()] = (process, path)
+        _connect_judge(path)
         return path
+
+
+def _connect_judge(path: str) -> None:
+    """The judge's own connection to its registry, made now, before any worker can reach it:
+    torch keeps one connection per registry for the process's life, and a judge that had to
+    connect while a worker flooded the registry would wait with the GIL held.
+
+    torch registers a process's new shared files with any manager it is connected to (the
+    first of an unordered map), so the judge connects to none but its own two: torch's manager,
+    started first in its private folder, and the registry."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    shm_manager_dir()
+    own = torch.UntypedStorage(1)
+    _, handle, size = own._share_filename_cpu_()  # `own` keeps the file while it is mapped again
+    torch.UntypedStorage._new_shared_filename_cpu(path.encode(), handle, size)
 
 
 @functools.cache

@@ -18,7 +18,9 @@ It ends when the judge does: the judge holds the write end of its stdin.
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -52,6 +54,7 @@ class Registry:
         self.pending: dict[socket.socket, bytearray] = {}
         self.selector = selectors.DefaultSelector()
         self.selector.register(server, selectors.EVENT_READ, "server")
+        self.accepting = True
         self.selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "judge")
 
     def serve(self) -> None:
@@ -68,7 +71,9 @@ class Registry:
     def _accept(self) -> None:
         try:
             client, _ = self.server.accept()
-        except OSError:
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # until a client goes: no spinning
+                self._listening(False)
             return
         if len(self.pending) >= MAX_CLIENTS:
             client.close()
@@ -114,6 +119,14 @@ class Registry:
         self.selector.unregister(client)
         self.pending.pop(client, None)
         client.close()
+        self._listening(True)
+
+    def _listening(self, on: bool) -> None:
+        if on and not self.accepting:
+            self.selector.register(self.server, selectors.EVENT_READ, "server")
+        elif not on and self.accepting:
+            self.selector.unregister(self.server)
+        self.accepting = on
 
     def unlink_left(self) -> None:
         for name in self.names:
@@ -126,6 +139,13 @@ class Registry:
 def main(path: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the judge's ^C is the judge's; its exit ends us
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # As many clients as the system lets one process hold: a worker that floods connections
+    # runs out before the registry does.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(128)

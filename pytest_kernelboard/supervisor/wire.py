@@ -49,6 +49,10 @@ _ALLOWED: dict[str, set[str]] = {
 
 class _DataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch.multiprocessing.reductions", "rebuild_storage_filename"):
+            from .pickles import rebuild_storage_via_registry  # never a worker's own manager
+
+            return rebuild_storage_via_registry
         if name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         if module == "torch" and name.endswith("Storage") or _is_dtype(module, name):
