@@ -191,3 +191,43 @@ def test_a_registry_killed_from_outside_is_replaced_at_a_path_of_its_own():
     assert answer == "OK"
     assert second != first  # torch keeps its broken connection to the first by path
     assert Path(second).parent == Path(first).parent
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system clock ticks the process has used (/proc/PID/stat utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_out_of_descriptors_it_waits_for_a_client_to_go_without_spinning():
+    import resource
+
+    path = str(Path("/tmp") / f"kb-test-{secrets.token_hex(4)}.sock")
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", shm_registry.__file__, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32)),
+    )
+    clients = []
+    try:
+        assert process.stdout.readline() == shm_registry.READY
+        for _ in range(60):  # past its 32 descriptors: the rest wait in the backlog
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(path)
+            clients.append(client)
+        time.sleep(0.3)
+        before = _cpu_ticks(process.pid)
+        time.sleep(1.0)
+        assert _cpu_ticks(process.pid) - before <= 10, "the registry spins while out of descriptors"
+        for client in clients[:40]:  # clients go: it accepts again
+            client.close()
+        assert _register(path, b"/kb_after_the_flood") == b"OK"
+        assert process.poll() is None
+    finally:
+        for client in clients:
+            client.close()
+        process.kill()
+        process.wait()
+        if os.path.exists(path):
+            os.unlink(path)
