@@ -4,6 +4,7 @@
     python benchmarks/suite_sweep.py gpumode PROBLEMS [--competition YAML ...] [OPTIONS]
     OPTIONS: [--out DIR] [--gpus 0,1,...|none] [--mode benchmark|test] [--cap S] [--limit N]
              [--only PATTERN ...] [--misses N] [--stop-after S] [--fresh] [--cli]
+             [--candidate-workers K]
 
 kernelbench: KERNELBENCH is KernelBench's `KernelBench/` folder (level1/, level2/, ...). Each
 level is imported with `kernelboard import kernelbench` in a process of its own, on the CPU
@@ -20,7 +21,8 @@ with a reason that names the device, its architecture or its GPU count.
 
 Each GPU (--gpus, default every GPU NVML sees; `none` or no GPU: one CPU lane) gets a lane
 (benchmarks/sweep_lane.py): one judge process, the batch judge (`judge_many`) in it, that
-judges one problem at a time and is killed and started afresh when a problem passes --cap
+judges one problem at a time (each candidate's timed case in --candidate-workers fresh workers,
+default 1, combined as the reference's five are) and is killed and started afresh when a problem passes --cap
 seconds, or, for a GPU MODE folder, its task.yml's timeout for the mode times the candidate and
 the reference's workers in benchmark mode, where that is longer (`--cli` runs `kernelboard
 judge` per problem instead, as a user would). Problems whose cases need several GPUs are judged
@@ -499,6 +501,7 @@ class Sweep:
     gpus: list[int] | None  # None: one CPU lane
     cli: bool = False
     stop_after_s: float | None = None  # no problem is started after this many seconds
+    candidate_workers: int = 1  # fresh workers that time each candidate's timed case
     total: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -518,7 +521,13 @@ class Sweep:
 
     def lane(self, gpus: list[int] | None, name: str) -> Lane | CliLane:
         kind = CliLane if self.cli else Lane
-        lane = kind(self.out / "repo", self.mode, gpus, self.out / "lanes" / f"{name}.log")
+        lane = kind(
+            self.out / "repo",
+            self.mode,
+            gpus,
+            self.out / "lanes" / f"{name}.log",
+            self.candidate_workers,
+        )
         self.lanes.append(lane)
         return lane
 
@@ -695,6 +704,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="start no problem after S seconds (those in flight finish); rerun to go on",
     )
     parser.add_argument("--fresh", action="store_true", help="forget earlier rows in --out")
+    parser.add_argument(
+        "--candidate-workers",
+        type=int,
+        default=1,
+        metavar="K",
+        help="time each candidate's timed case in K fresh workers, as the reference is",
+    )
     parser.add_argument("--cli", action="store_true", help="`kernelboard judge` per problem")
     return parser.parse_args(argv)
 
@@ -720,7 +736,16 @@ def main(argv: list[str] | None = None) -> int:
     planned = selected(planned, args.only, args.limit)
     done = {row["problem"] for row in earlier}
     todo = [p for p in planned if p.key not in done]
-    sweep = Sweep(suite, out, args.mode, args.cap, None, cli=args.cli, stop_after_s=args.stop_after)
+    sweep = Sweep(
+        suite,
+        out,
+        args.mode,
+        args.cap,
+        None,
+        cli=args.cli,
+        stop_after_s=args.stop_after,
+        candidate_workers=args.candidate_workers,
+    )
     try:
         sweep.gpus = chosen_gpus(args.gpus, sweep.memory)
     except ValueError:

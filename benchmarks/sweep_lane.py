@@ -83,8 +83,11 @@ def kill_tree(process: subprocess.Popen) -> None:
 class Lane:
     """One persistent lane process on `gpus` (None: a CPU lane)."""
 
-    def __init__(self, root: Path, mode: str, gpus: list[int] | None, log: Path):
+    def __init__(
+        self, root: Path, mode: str, gpus: list[int] | None, log: Path, candidate_workers: int = 1
+    ):
         self.root, self.mode, self.gpus, self.log = root, mode, gpus, log
+        self.candidate_workers = candidate_workers
         self.process: subprocess.Popen | None = None
         self.lines: Queue[str | None] = Queue()
         self.starts = 0
@@ -95,7 +98,8 @@ class Lane:
         with open(self.log, "a") as log:
             log.write(f"--- lane start {self.starts} on GPUs {self.gpus} ---\n")
             self.process = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), str(self.root), self.mode],
+                [sys.executable, str(Path(__file__).resolve()), str(self.root), self.mode]
+                + [str(self.candidate_workers)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -178,8 +182,11 @@ class Lane:
 class CliLane:
     """`kernelboard judge LEADERBOARD FILE` once per problem, as a user runs it."""
 
-    def __init__(self, root: Path, mode: str, gpus: list[int] | None, log: Path):
+    def __init__(
+        self, root: Path, mode: str, gpus: list[int] | None, log: Path, candidate_workers: int = 1
+    ):
         self.root, self.mode, self.gpus, self.log = root, mode, gpus, log
+        self.candidate_workers = candidate_workers
         self.folder = Path(tempfile.mkdtemp(prefix="kb-sweep-cli-"))
 
     def judge(self, job: dict[str, Any], cap_s: float) -> Answer:
@@ -190,6 +197,7 @@ class CliLane:
         command = [sys.executable, "-m", "pytest_kernelboard.cli", "judge", job["leaderboard"]]
         command += [str(candidate), "--mode", self.mode, "--root", str(self.root)]
         command += ["--out", str(out)] + (["--gpus", "0"] if self.gpus else [])
+        command += ["--candidate-workers", str(self.candidate_workers)]
         started = time.monotonic()
         with open(self.log, "a") as log:
             log.write(f"--- {job['problem']}: {' '.join(command)}\n")
@@ -313,7 +321,7 @@ def settle(torch: Any, cuda: bool) -> bool:
         return False
 
 
-def serve(root: Path, mode: str) -> None:
+def serve(root: Path, mode: str, candidate_workers: int = 1) -> None:
     """Answer jobs from stdin until it closes. The answers go to the real stdout; everything
     else printed in this process (the leaderboards' own code runs here) to stderr."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
@@ -353,6 +361,7 @@ def serve(root: Path, mode: str) -> None:
                     root=root,
                     gpus=gpus,
                     progress=Logged(),
+                    candidate_workers=candidate_workers,
                 )
             )
             answer["record"] = records[0]
@@ -363,4 +372,4 @@ def serve(root: Path, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), sys.argv[2])
+    serve(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1)

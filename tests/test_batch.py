@@ -265,5 +265,29 @@ def test_the_command_shows_the_cores_progress_lines(monkeypatch, capsys):
     monkeypatch.setattr(cli, "load_candidates", lambda paths: [])
     args = argparse.Namespace(candidates=[], out=None, root=None, ray=None, leaderboard="addone")
     args.mode, args.gpus, args.excessive_speedup, args.profile = "benchmark", None, 10.0, False
+    args.candidate_workers = 1
     assert cli.run(args) == 0
     assert "addone benchmark[n=4] (reference): 1.00 us" in capsys.readouterr().err
+
+
+def test_candidate_workers_reach_every_gpus_judge(tmp_path):
+    """`--candidate-workers` goes with the candidates to each GPU's judge process: on a CPU
+    machine two named 'GPUs' are two judge processes, each timing its candidate's case in two
+    fresh workers, which the record lists."""
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    good = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n"
+    candidates = [Candidate("a.py", good), Candidate("b.py", good)]
+    records = list(
+        judge_many(
+            "addone", candidates, mode="benchmark", root=root, gpus=[0, 1], candidate_workers=2
+        )
+    )
+    for record in records:
+        assert record["status"] == "passed", record["message"]
+        (case,) = [c for c in record["cases"] if c["kind"] == "benchmark"]
+        assert len(case["time_us_by_worker"]) == 2
+        assert case["time_us"] == pytest.approx(max(case["time_us_by_worker"]))  # the slower
+        # middle one of an even count

@@ -51,17 +51,20 @@ class WorkersReading:
         self.closed += 1
 
 
-def evaluation(judge: WorkersReading, workers: int) -> SubmissionEvaluation:
+def evaluation(
+    judge: WorkersReading, workers: int, candidate_workers: int = 1, multi_gpu: bool = False
+) -> SubmissionEvaluation:
     found = SimpleNamespace(timing=REFERENCE, summary=REFERENCE, provenance={"run_id": "r"})
     session = SimpleNamespace(
         host_bound_workers=workers,
+        candidate_workers=candidate_workers,
         references=SimpleNamespace(get=lambda task, case: found, failure=lambda task, case: None),
         timeout=lambda task, kind: 10.0,
         plan=lambda task: None,
         _progress_for=lambda task, case, reference: None,
     )
     # lang "cu": judged by kernelboard, not by an eval.py of its own (judge/evalpy.py).
-    task = SimpleNamespace(name="identity", multi_gpu=False, lang="cu")
+    task = SimpleNamespace(name="identity", multi_gpu=multi_gpu, lang="cu")
     evaluated = SubmissionEvaluation(session, task, ref=None)
     evaluated._judge = judge
     return evaluated
@@ -120,3 +123,44 @@ def test_a_failure_in_a_later_worker_fails_the_case_and_says_why():
     assert outcome.status == "crashed"
     assert "timed again in a fresh worker" in outcome.message
     assert "exited with code 139" in outcome.message
+
+
+# candidate_workers: every timed case in K fresh workers (a sweep asking whether identical code
+# ties across processes: KernelBench L2 61's one worker read 3.461 ms against the reference's
+# five at 3.218 - 3.224 ms on an H200).
+
+
+def test_candidate_workers_time_every_case_in_that_many_workers():
+    judge = WorkersReading(gpu_timing(3461.0, 0), gpu_timing(3221.0, 0), gpu_timing(3219.0, 0))
+    outcome = evaluation(judge, workers=1, candidate_workers=3)._benchmark(CASE)
+    assert judge.timed == 3 and judge.closed == 2
+    assert outcome.timing["rank_us_by_worker"] == [3461.0, 3221.0, 3219.0]
+    assert rank_us(outcome.timing) == 3221.0
+
+
+def test_a_case_slow_in_every_worker_stays_slow():
+    judge = WorkersReading(*(gpu_timing(us, 0) for us in (3461.0, 3458.0, 3463.0)))
+    outcome = evaluation(judge, workers=1, candidate_workers=3)._benchmark(CASE)
+    assert rank_us(outcome.timing) == 3461.0
+    reference = {**REFERENCE, "rank_us": 3220.0, "rank_ci95_us": [3218.0, 3222.0]}
+    assert not tied(3461.0, outcome.timing["rank_ci95_us"], 3220.0, reference["rank_ci95_us"])
+
+
+def test_a_host_bound_case_gets_the_larger_of_the_two_counts():
+    judge = WorkersReading(*(gpu_timing(us, 42) for us in (10.3, 4.9, 5.0, 5.1, 5.2)))
+    evaluation(judge, workers=5, candidate_workers=3)._benchmark(CASE)
+    assert judge.timed == 5
+
+
+def test_a_multi_gpu_case_keeps_its_one_rank_group():
+    judge = WorkersReading(gpu_timing(50.0, 0))
+    evaluation(judge, workers=1, candidate_workers=3, multi_gpu=True)._benchmark(CASE)
+    assert judge.timed == 1
+
+
+def test_a_later_worker_s_failure_says_how_many_workers_were_asked_for():
+    crashed = CaseOutcome("crashed", "the worker exited with code 139")
+    judge = WorkersReading(gpu_timing(3461.0, 0), crashed)
+    outcome = evaluation(judge, workers=1, candidate_workers=3)._benchmark(CASE)
+    assert outcome.status == "crashed"
+    assert "timed again in a fresh worker, one of 3 workers" in outcome.message

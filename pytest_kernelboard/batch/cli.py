@@ -111,6 +111,7 @@ def _records(
         excessive_speedup=args.excessive_speedup,
         progress=progress,
         profile=args.profile,
+        candidate_workers=args.candidate_workers,
     )
 
 
@@ -164,6 +165,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="X",
         help=f"flag speedups above X as excessive_speedup (default {DEFAULT_EXCESSIVE_SPEEDUP:g}, "
         "KernelBench's)",
+    )
+    parser.add_argument(
+        "--candidate-workers",
+        type=int,
+        default=1,
+        metavar="K",
+        help="time every timed case of a candidate in K fresh workers, combined as the "
+        "reference's are (default 1; a case whose calls were host-bound always gets the "
+        "reference's count)",
     )
     parser.add_argument(
         "--profile",

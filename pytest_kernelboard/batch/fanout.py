@@ -65,9 +65,10 @@ def judge_on_gpus(
     excessive_speedup: float,
     profile: bool = False,
     progress: Progress | None = None,
+    candidate_workers: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """One batch on judge processes started for it and stopped after it."""
-    judges = GpuJudges(leaderboard, mode, root, gpus, excessive_speedup, profile)
+    judges = GpuJudges(leaderboard, mode, root, gpus, excessive_speedup, profile, candidate_workers)
     try:
         yield from judges.judge(candidates, progress)
     finally:
@@ -87,6 +88,7 @@ class GpuJudges:
         gpus: Sequence[Sequence[int]],
         excessive_speedup: float,
         profile: bool = False,
+        candidate_workers: int = 1,
     ) -> None:
         self.gpus = [list(group) for group in gpus]
         self.started_at = time.monotonic()
@@ -109,6 +111,7 @@ class GpuJudges:
                         str(excessive_speedup),
                     ]
                     + ["--share", f"{slot}/{len(self.gpus)}"]
+                    + ["--candidate-workers", str(candidate_workers)]
                     + (["--profile"] if profile else []),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,

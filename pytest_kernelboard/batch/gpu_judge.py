@@ -35,9 +35,12 @@ def _route(lines: IO[str], candidates: Queue[Candidate | None], share: Reference
 
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
-    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--profile]"""
+    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W] [--profile]"""
     leaderboard, mode, root, excessive = argv[:4]
     judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
+    workers = (
+        int(argv[argv.index("--candidate-workers") + 1]) if "--candidate-workers" in argv else 1
+    )
     # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
     # C code, a worker started from here) writes to stderr.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -61,6 +64,7 @@ def main(argv: list[str]) -> int:
         float(excessive),
         profile="--profile" in argv,
         reference_share=share,
+        candidate_workers=workers,
     )
 
     def incoming() -> Iterator[Candidate]:

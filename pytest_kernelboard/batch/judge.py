@@ -95,12 +95,15 @@ def judge_many(
     excessive_speedup: float = DEFAULT_EXCESSIVE_SPEEDUP,
     progress: Progress | None = None,
     profile: bool = False,
+    candidate_workers: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready record per candidate (schema: records.record_schema()), in the order
     given, each as soon as it and the ones before it are judged.
 
     gpus: the GPUs to judge on (None: every GPU of this host; one CPU judge where there is none).
     profile: records carry the longest kernels of a timed call and each case's speed of light.
+    candidate_workers: every timed case of a candidate timed in this many fresh workers and
+    combined as the reference's are (default 1: one worker, more only where host-bound).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -109,7 +112,15 @@ def judge_many(
     devices = list(gpus) if gpus is not None else visible_gpus()
     if len(devices) <= 1:
         with _pinned(devices[0] if devices else None):
-            judge = BatchJudge(task, mode, root, excessive_speedup, progress, profile=profile)
+            judge = BatchJudge(
+                task,
+                mode,
+                root,
+                excessive_speedup,
+                progress,
+                profile=profile,
+                candidate_workers=candidate_workers,
+            )
             try:
                 yield from judge.judge(candidates)
             finally:
@@ -119,7 +130,15 @@ def judge_many(
 
     groups = gpu_groups(task, devices)
     yield from judge_on_gpus(
-        task.name, candidates, mode, root, groups, excessive_speedup, profile, progress
+        task.name,
+        candidates,
+        mode,
+        root,
+        groups,
+        excessive_speedup,
+        profile,
+        progress,
+        candidate_workers,
     )
 
 
@@ -171,6 +190,7 @@ class BatchJudge:
         spares: int | None = None,
         profile: bool = False,
         reference_share: ReferenceShare | None = None,
+        candidate_workers: int = 1,
     ):
         """reference_share: this judge is one of several GPUs' (fanout.py); it times its share
         of the reference's workers and takes the combined timing from the parent."""
@@ -184,6 +204,7 @@ class BatchJudge:
             root,
             progress=progress,
             reference_workers=REFERENCE_WORKERS,
+            candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.

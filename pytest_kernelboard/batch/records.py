@@ -105,6 +105,9 @@ class CaseFeedback(Record):
     # The case's time moves this much (sd of log time) from one worker to the next, measured by
     # the reference's workers; ci95_us holds it (stats/between_workers.py).
     between_workers_rsd: float | None = None
+    # Where the candidate's own case was timed in several fresh workers (host-bound, or
+    # --candidate-workers): each worker's time, in order; time_us is their median.
+    time_us_by_worker: tuple[float, ...] | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
@@ -168,6 +171,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         stop_reason=(timing or {}).get("stop_reason"),
         host_bound=host_bound(timing),
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
+        time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
     )

@@ -58,13 +58,17 @@ class JudgingSession:
         progress: Progress | None = None,
         reference_workers: int = 1,
         host_bound_workers: int = 1,
+        candidate_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
         pool: WorkerPool | None = None,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
         the median time kept (_measure_reference). host_bound_workers: how many fresh workers
         time a submission's case whose calls were mostly host-bound in its first worker
-        (SubmissionEvaluation, the same rule as the reference's). measure_reference: where a case's reference
+        (SubmissionEvaluation, the same rule as the reference's). candidate_workers: how many
+        fresh workers time every timed case of a submission, host-bound or not, combined as
+        the reference's are (a sweep that asks whether identical code ties across processes).
+        measure_reference: where a case's reference
         timing comes from instead (a batch's judges on several GPUs share one). pool: where
         workers come from (a batch's keeps an account of their start)."""
         self.mode = mode
@@ -76,6 +80,7 @@ class JudgingSession:
         self.progress = progress
         self.reference_workers = max(1, reference_workers)
         self.host_bound_workers = max(1, host_bound_workers)
+        self.candidate_workers = max(1, candidate_workers)
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}

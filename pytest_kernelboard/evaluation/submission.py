@@ -104,8 +104,9 @@ class SubmissionEvaluation:
     def _benchmark(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
         session, task = self.session, self.task
         outcome = self._timed_once(case, checked)
-        if outcome.passed and self._time_in_more_workers(outcome):
-            outcome = self._timed_in_workers(case, outcome)
+        workers, why = self._workers_for(outcome) if outcome.passed else (1, "")
+        if workers > 1:
+            outcome = self._timed_in_workers(case, outcome, workers, why)
         found = session.references.get(task, case) if outcome.reference_timing else None
         if found is not None:  # which reference run the speedup came from; it keeps the samples
             outcome.reference_timing = found.summary
@@ -130,32 +131,34 @@ class SubmissionEvaluation:
             checked=checked,
         )
 
-    def _time_in_more_workers(self, outcome: CaseOutcome) -> bool:
-        """Whether a passed case is timed again in fresh workers: where most of its calls were
-        host-bound and the run times the reference in several workers. A host-bound call's time
-        is its host time, which moves from one worker to the next by more than one worker's
-        samples show (identity's 1 M-element copy, the reference's own code, read 10.3 µs in
-        one worker against 4.8 in the reference's three on an H100): the submission gets the
-        reference's treatment, the median of as many workers, so identical code ties."""
-        return (
-            self.session.host_bound_workers > 1
-            and not self.task.multi_gpu  # its ranks' time is the slowest rank's, each timed
-            and not is_evalpy_task(self.task)  # its own eval.py times it
-            and bool(between_workers.host_bound(outcome.timing))
-        )
+    def _workers_for(self, outcome: CaseOutcome) -> tuple[int, str]:
+        """How many fresh workers time a passed case in all, and why more than one: the
+        session's candidate_workers, or, where most of its calls were host-bound and the run
+        times the reference in several workers, as many as the reference's. A host-bound
+        call's time is its host time, which moves from one worker to the next by more than one
+        worker's samples show (identity's 1 M-element copy, the reference's own code, read 10.3
+        µs in one worker against 4.8 in the reference's three on an H100): the submission gets
+        the reference's treatment, the median of as many workers, so identical code ties."""
+        if self.task.multi_gpu or is_evalpy_task(self.task):
+            return 1, ""  # a multi-rank case's time is each rank's; an eval.py times its own
+        session = self.session
+        if session.host_bound_workers > session.candidate_workers and between_workers.host_bound(
+            outcome.timing
+        ):
+            return session.host_bound_workers, "as its first worker's calls were host-bound"
+        return session.candidate_workers, f"one of {session.candidate_workers} workers"
 
-    def _timed_in_workers(self, case: Case, first: CaseOutcome) -> CaseOutcome:
-        """The case timed in fresh workers until host_bound_workers have timed it, combined as
-        the reference's workers are (between_workers.combined_workers); the first failure stands."""
+    def _timed_in_workers(
+        self, case: Case, first: CaseOutcome, workers: int, why: str
+    ) -> CaseOutcome:
+        """The case timed in fresh workers until `workers` have timed it, combined as the
+        reference's workers are (between_workers.combined_workers); the first failure stands."""
         timings = [first.timing]
-        for _ in range(self.session.host_bound_workers - 1):
+        for _ in range(workers - 1):
             self.judge.close()  # the next timing starts a fresh worker
             again = self._timed_once(case)
             if not again.passed:
-                again.message = (
-                    "timed again in a fresh worker, as its first worker's calls were "
-                    f"host-bound: {again.message}"
-                )
+                again.message = f"timed again in a fresh worker, {why}: {again.message}"
                 return again
             timings.append(again.timing)
         first.timing, _ = combined_workers(timings)
