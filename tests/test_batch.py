@@ -291,3 +291,30 @@ def test_candidate_workers_reach_every_gpus_judge(tmp_path):
         assert len(case["time_us_by_worker"]) == 2
         assert case["time_us"] == pytest.approx(max(case["time_us_by_worker"]))  # the slower
         # middle one of an even count
+
+
+def test_a_one_candidate_batch_keeps_spares_for_the_reference_s_workers(tmp_path, monkeypatch):
+    """The reference is timed after the first candidate's import, when a batch of one (a
+    sweep's) has already ended: its five fresh workers come from spares kept for them, not
+    started one after another; the spares go once it is timed."""
+    import shutil
+
+    from pytest_kernelboard.supervisor.pool import WorkerPool
+
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    asked: list[int] = []
+    expect = WorkerPool.expect
+
+    def recording(pool, takes):
+        asked.append(takes)
+        expect(pool, takes)
+
+    monkeypatch.setattr(WorkerPool, "expect", recording)
+    good = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n"
+    (record,) = judge_many(
+        "addone", [Candidate("a.py", good)], mode="benchmark", root=root, gpus=[]
+    )
+    assert record["status"] == "passed", record["message"]
+    assert asked[0] >= 1  # at the batch's end the reference was still to be timed
+    assert asked[-1] == 0  # and once it was, no spare was kept

@@ -237,6 +237,7 @@ class BatchJudge:
             self.session.modules(task)  # imported once, here, before any thread looks ahead
         self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
         self._count = 0
+        self._ended = False  # every candidate has arrived
 
     def evaluation(self, index: int, candidate: Candidate) -> SubmissionEvaluation:
         """The candidate's evaluation; its source is written to a folder of its own."""
@@ -273,8 +274,11 @@ class BatchJudge:
             except Empty:
                 return False
             if candidate is _END:
-                ended = True
-                self.session.pool.expect(0)  # a spare started for no candidate stops
+                ended = self._ended = True
+                # A spare started for no candidate stops, unless the reference's workers are to
+                # come (it is timed after the first candidate's import: a short batch, a
+                # sweep's one candidate, has ended by then).
+                self.session.pool.expect(self._spares_for_the_reference())
                 return False
             clock = PhaseClock()
             evaluation = self.evaluation(self._count, candidate)
@@ -458,6 +462,29 @@ class BatchJudge:
             self._clocks[other].add("paused", time.perf_counter() - stopping)
         return outcome
 
+    def _spares_for_the_reference(self, timed: Case | None = None) -> int:
+        """Spares worth keeping once every candidate has arrived: as many as the reference's
+        workers still to come (each is a fresh one; without spares they start one after the
+        other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200). `timed`: a
+        case whose reference was just timed."""
+        if self.mode != "benchmark" or is_evalpy_task(self.task) or self.task.multi_gpu:
+            return 0
+        share = self.reference_share
+        if share is not None:
+            per_case = len(share.workers)
+            pending = [] if self.account["reference_s"] else self._shared_cases()
+        else:
+            per_case = REFERENCE_WORKERS
+            seeds = self.session.seeds_for(self.task)
+            pending = [
+                case
+                for case in (with_run_seed(c, seeds) for c in task_cases(self.task))
+                if case.kind == BENCHMARK
+                and not (timed is not None and reference_key(case) == reference_key(timed))
+                and not self.session.references.settled(self.task, case)
+            ]
+        return min(len(pending) * per_case, self.session.pool.spares)
+
     def _shared_cases(self) -> list[Case]:
         """The cases whose reference timing the GPUs' judges share: in benchmark mode, each
         benchmark case that no filed reference run has (every judge reads the same store)."""
@@ -503,6 +530,8 @@ class BatchJudge:
             else:
                 share.publish(key, label, timings)
         self.account["reference_s"] = time.perf_counter() - started
+        if self._ended:
+            self.session.pool.expect(0)
         if cases and share.workers:
             share.report(
                 "reference", cases=len(cases), workers=share.workers, parts=parts, **self.account
@@ -519,6 +548,8 @@ class BatchJudge:
                 return self._shared_reference(task, case)
             return self.session._measure_reference(task, case, parts)  # the one-GPU default
         finally:
+            if self._ended:  # the spares kept for this case's workers
+                self.session.pool.expect(self._spares_for_the_reference(timed=case))
             if clock is not None:
                 clock.add("reference", time.perf_counter() - started)
                 for part, seconds in parts.items():

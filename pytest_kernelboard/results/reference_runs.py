@@ -228,6 +228,12 @@ class ReferenceTimings:
                     )
         return self._timings[key]
 
+    def settled(self, task: TaskSpec, case: Case) -> bool:
+        """Whether the case's reference timing is known without timing it now (found in a
+        stored run, or timed, or failed, in this one)."""
+        key = self._key(task, case)
+        return key in self._timings or key[1] in self._stored_for(task)
+
     def failure(self, task: TaskSpec, case: Case) -> str | None:
         """Why the reference could not be timed on `case` in this run, if it could not."""
         return self._failures.get(self._key(task, case))
