@@ -173,8 +173,8 @@ class GpuJudges:
         `broken` (its candidates still in flight would answer the next one's)."""
         base = self._sent
         self._sent += len(candidates)
-        waiting = deque(range(base, base + len(candidates)))  # not yet sent (or sent to a
-        # judge that ended)
+        # Not yet sent, or sent to a judge that ended.
+        waiting = deque(range(base, base + len(candidates)))
 
         def top_up(slot: int) -> None:
             while slot not in self.ended and len(self.assigned[slot]) < IN_FLIGHT and waiting:

@@ -45,7 +45,7 @@ from ..judge.kernels import (
 from ..judge.staging import remove_staged
 from ..names import slug
 from ..results.recorder import case_record
-from ..results.reference_runs import ReferenceUnavailable, case_key, stored_reference_timings
+from ..results.reference_runs import ReferenceUnavailable, case_key
 from ..results.summary import evaluation_summary
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
@@ -238,6 +238,7 @@ class BatchJudge:
         self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
         self._count = 0
         self._ended = False  # every candidate has arrived
+        self._share_timed = False  # this judge's share of the reference is timed
 
     def evaluation(self, index: int, candidate: Candidate) -> SubmissionEvaluation:
         """The candidate's evaluation; its source is written to a folder of its own."""
@@ -467,39 +468,26 @@ class BatchJudge:
         workers still to come (each is a fresh one; without spares they start one after the
         other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200). `timed`: a
         case whose reference was just timed."""
-        if self.mode != "benchmark" or is_evalpy_task(self.task) or self.task.multi_gpu:
-            return 0
         share = self.reference_share
-        if share is not None:
-            per_case = len(share.workers)
-            pending = [] if self.account["reference_s"] else self._shared_cases()
-        else:
-            per_case = REFERENCE_WORKERS
-            seeds = self.session.seeds_for(self.task)
-            pending = [
-                case
-                for case in (with_run_seed(c, seeds) for c in task_cases(self.task))
-                if case.kind == BENCHMARK
-                and not (timed is not None and reference_key(case) == reference_key(timed))
-                and not self.session.references.settled(self.task, case)
-            ]
+        if self.task.multi_gpu or (share is not None and self._share_timed):
+            return 0  # a multi-GPU case's reference runs in rank groups, not spare workers
+        pending = [
+            case
+            for case in self._unsettled_cases()
+            if timed is None or reference_key(case) != reference_key(timed)
+        ]
+        per_case = len(share.workers) if share is not None else REFERENCE_WORKERS
         return min(len(pending) * per_case, self.session.pool.spares)
 
-    def _shared_cases(self) -> list[Case]:
-        """The cases whose reference timing the GPUs' judges share: in benchmark mode, each
-        benchmark case that no filed reference run has (every judge reads the same store)."""
+    def _unsettled_cases(self) -> list[Case]:
+        """The benchmark cases whose reference timing is still to come: in benchmark mode, each
+        that no filed reference run has (every GPU's judge reads the same store) and this run
+        has not timed. The GPUs' judges share the timing of those it has at the start."""
         if self.mode != "benchmark" or is_evalpy_task(self.task):  # eval.py times its own
             return []
-        references = self.session.references
-        root = find_repo_root(self.task.root)
-        stored = (
-            {}
-            if references.remeasure or root is None
-            else stored_reference_timings(root, references.identity(self.task))
-        )
         seeds = self.session.seeds_for(self.task)
-        cases = [with_run_seed(c, seeds) for c in task_cases(self.task) if c.kind == BENCHMARK]
-        return [case for case in cases if reference_key(case) not in stored]
+        cases = (with_run_seed(c, seeds) for c in task_cases(self.task) if c.kind == BENCHMARK)
+        return [c for c in cases if not self.session.references.settled(self.task, c)]
 
     def _time_reference_share(self, arrived: Callable[[], list[SubmissionEvaluation]]) -> None:
         """This judge's workers of the reference's timing on each shared case, handed to the
@@ -508,7 +496,7 @@ class BatchJudge:
         share = self.reference_share
         assert share is not None
         started = time.perf_counter()
-        cases = self._shared_cases()
+        cases = self._unsettled_cases()
         self._shared_keys = {reference_key(case) for case in cases}
 
         @contextmanager
@@ -530,6 +518,7 @@ class BatchJudge:
             else:
                 share.publish(key, label, timings)
         self.account["reference_s"] = time.perf_counter() - started
+        self._share_timed = True
         if self._ended:
             self.session.pool.expect(0)
         if cases and share.workers:

@@ -68,9 +68,9 @@ class JudgingSession:
         (SubmissionEvaluation, the same rule as the reference's). candidate_workers: how many
         fresh workers time every timed case of a submission, host-bound or not, combined as
         the reference's are (a sweep that asks whether identical code ties across processes).
-        measure_reference: where a case's reference
-        timing comes from instead (a batch's judges on several GPUs share one). pool: where
-        workers come from (a batch's keeps an account of their start)."""
+        measure_reference: where a case's reference timing comes from instead (a batch's judges
+        on several GPUs share one). pool: where workers come from (a batch's keeps an account
+        of their start)."""
         self.mode = mode
         self.root = root
         self.precision = precision

@@ -82,6 +82,10 @@ def lookup_class(module: str, qualname: str) -> type:
     return obj
 
 
+# torch's rebuild of a CPU storage from its shared-memory file and its manager's socket.
+REBUILD_FROM_FILE = ("torch.multiprocessing.reductions", "rebuild_storage_filename")
+
+
 def rebuild_storage_via_registry(cls: type, manager: bytes, handle: bytes, size: int, *dtype: Any):
     """A reply's shared-memory storage, mapped with the judge's registry whatever manager the
     worker named."""
@@ -145,7 +149,7 @@ class _JudgeUnpickler(pickle.Unpickler):
             f"the worker's reply refers to {module}.{name}, which the judge does not load "
             "(only tensors, arrays, builtin values and the leaderboard's own classes cross)"
         )
-        if (module, name) == ("torch.multiprocessing.reductions", "rebuild_storage_filename"):
+        if (module, name) == REBUILD_FROM_FILE:
             return rebuild_storage_via_registry
         if module in self._trusted:
             obj = _resolve(self._trusted[module], name)

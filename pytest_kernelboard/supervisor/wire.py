@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ..channel.protocol import ProtocolError
+from .pickles import REBUILD_FROM_FILE, rebuild_storage_via_registry
 
 __all__ = ["MAX_REPLY_BYTES", "FrameTimeout", "ProtocolError", "loads", "read_frame"]
 
@@ -49,10 +50,8 @@ _ALLOWED: dict[str, set[str]] = {
 
 class _DataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("torch.multiprocessing.reductions", "rebuild_storage_filename"):
-            from .pickles import rebuild_storage_via_registry  # never a worker's own manager
-
-            return rebuild_storage_via_registry
+        if (module, name) == REBUILD_FROM_FILE:
+            return rebuild_storage_via_registry  # never through the worker's own manager
         if name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         if module == "torch" and name.endswith("Storage") or _is_dtype(module, name):
