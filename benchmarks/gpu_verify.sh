@@ -32,7 +32,7 @@
 #            (BATCH_RUNS times, default 1)
 # scaling    benchmarks/batch_throughput.py on SCALING_CANDIDATES (default 40) copies of
 #            KernelBench L2 12 (KERNELBENCH: a checkout's KernelBench/ folder) on one GPU, then
-#            on every GPU: the rate several GPUs add
+#            on every GPU (SCALING_GPUS: the GPU sets, e.g. "0 0,1 0,1,2,3"): the rate each adds
 # inline     benchmarks/batch_throughput.py --load-inline: 20 cold load_inline builds
 # noise      benchmarks/probes/process_noise.py: a host-bound call's host time from process to
 #            process, two live processes taking turns, and each call on the next CPU
@@ -147,7 +147,8 @@ for stage in $stages; do
     scaling)
         problem="${KERNELBENCH:-.kbsrc/KernelBench}/level2/12_Gemm_Multiply_LeakyReLU.py"
         all=$(python -c "import torch; print(','.join(map(str, range(torch.cuda.device_count()))))")
-        for gpus in 0 "$all"; do
+        # shellcheck disable=SC2086  # SCALING_GPUS is a list of GPU sets on purpose
+        for gpus in ${SCALING_GPUS:-0 $all}; do
             label="GPUs $gpus" run_stage scaling 300 python benchmarks/batch_throughput.py \
                 --kernelbench-problem "$problem" --candidates "${SCALING_CANDIDATES:-40}" \
                 --mode benchmark --gpus "$gpus" --runs 1 --out "$OUT/scaling-${gpus//,/_}"

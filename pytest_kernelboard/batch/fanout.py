@@ -2,7 +2,8 @@
 and one timing of the reference that every judge shares.
 
 Each process is `python -m pytest_kernelboard.batch.gpu_judge LEADERBOARD MODE ROOT EXCESSIVE
---share K/N [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts. Both
+--share K/N [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts and,
+with everything it starts, to its own share of the host's CPUs (judge/cpu_sets.py). Both
 ways, a line is one JSON object whose "type" says what it is:
 
     parent -> judge   candidate         {"candidate": {id, source, lang}}
@@ -40,6 +41,7 @@ from typing import Any
 
 from ..evaluation.progress import Progress
 from ..evaluation.session import reference_line
+from ..judge.cpu_sets import allowed_cpus, pin_process, split_cpus
 from ..stats.between_workers import combined_workers
 from .candidates import Candidate
 from .reference_share import (
@@ -89,8 +91,12 @@ class GpuJudges:
         excessive_speedup: float,
         profile: bool = False,
         candidate_workers: int = 1,
+        cpu_sets: Sequence[frozenset[int]] | None = None,
     ) -> None:
+        """cpu_sets: the CPUs each judge (and its workers) may use, one set per GPU group;
+        default: the CPUs this process may use, split between the judges (cpu_sets.py)."""
         self.gpus = [list(group) for group in gpus]
+        self.cpu_sets = list(cpu_sets or split_cpus(allowed_cpus(), len(self.gpus)))
         self.started_at = time.monotonic()
         self.inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
         self.processes: list[subprocess.Popen] = []
@@ -120,6 +126,8 @@ class GpuJudges:
                     bufsize=1,
                 )
             )
+            # Pinned as it starts, before torch or any worker: all it starts inherits the set.
+            pin_process(self.processes[-1].pid, self.cpu_sets[slot])
         self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
         self.combiner = _Combiner(len(self.processes))
         self.ended: set[int] = set()
