@@ -17,9 +17,9 @@ memory so far (a run cut short still says how far it got); at the end the wall t
 per hour, how many were correct, the median runtime and reference runtime, and the peak device
 memory in use (NVML, every 50 ms: sweep_lane.MemoryPeaks) on the busiest GPU.
 
-KernelBench's package imports its LLM clients (openai, litellm) at import time; where they are
-not installed they are replaced by empty modules, since no LLM is called. Its other imports
-(numpy, pydantic, requests, tqdm, python-dotenv) must be installed.
+KernelBench's package imports its LLM clients (openai, litellm) and python-dotenv (for their
+API keys) at import time; where they are not installed they are replaced by empty modules,
+since no LLM is called. Its other imports (numpy, pydantic, requests, tqdm) must be installed.
 """
 
 from __future__ import annotations
@@ -39,15 +39,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_lane import MemoryPeaks  # noqa: E402
 
 
+def _load_no_dotenv(*args: object, **kwargs: object) -> bool:
+    return False  # python-dotenv's answer when there is no .env file to read
+
+
 def _stub_llm_clients() -> None:
-    """Empty stand-ins for the LLM client packages KernelBench imports but never calls here."""
+    """Empty stand-ins for the LLM client packages KernelBench imports but never calls here,
+    and for the package that reads their keys."""
     import importlib.util
 
-    for name, attrs in (("openai", ("OpenAI",)), ("litellm", ("completion",))):
+    stubs = (
+        ("openai", {"OpenAI": None}),
+        ("litellm", {"completion": None}),
+        ("dotenv", {"load_dotenv": _load_no_dotenv}),
+    )
+    for name, attrs in stubs:
         if importlib.util.find_spec(name) is None:
             module = types.ModuleType(name)
-            for attr in attrs:
-                setattr(module, attr, None)
+            for attr, value in attrs.items():
+                setattr(module, attr, value)
             sys.modules[name] = module
 
 
