@@ -289,8 +289,8 @@ def test_candidate_workers_reach_every_gpus_judge(tmp_path):
         assert record["status"] == "passed", record["message"]
         (case,) = [c for c in record["cases"] if c["kind"] == "benchmark"]
         assert len(case["time_us_by_worker"]) == 2
-        assert case["time_us"] == pytest.approx(max(case["time_us_by_worker"]))  # the slower
-        # middle one of an even count
+        # Of an even count, the slower of the two middle ones.
+        assert case["time_us"] == pytest.approx(max(case["time_us_by_worker"]))
 
 
 def test_a_one_candidate_batch_keeps_spares_for_the_reference_s_workers(tmp_path, monkeypatch):

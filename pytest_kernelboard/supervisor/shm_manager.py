@@ -39,7 +39,7 @@ def _socket_folder(prefix: str) -> Path:
     # temporary folder (pytest's, say) would overflow.
     short = "/tmp" if os.path.isdir("/tmp") else None
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=short))
-    atexit.register(_remove_shm_manager_folder, folder, os.getpid())
+    atexit.register(_remove_socket_folder, folder, os.getpid())
     return folder
 
 
@@ -48,7 +48,7 @@ def _socket_folder(prefix: str) -> Path:
 _REMOVE_WHEN_EMPTY = 'while [ -n "$(ls -A "$1")" ]; do sleep 0.05; done; rmdir "$1"'
 
 
-def _remove_shm_manager_folder(folder: Path, owner: int) -> None:
+def _remove_socket_folder(folder: Path, owner: int) -> None:
     """At the judge's exit, its socket folders go too: one left per judge run would pile up on
     a runner. A manager outlives the judge by a moment and removes its socket (torch's, the
     folder it made inside this one) when the judge's connection closes; torch's, its folder
