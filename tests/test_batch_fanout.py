@@ -21,7 +21,7 @@ from pytest_kernelboard.stats.between_workers import combined_workers
 GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
 WRONG = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 2)\n"
 SYNTAX = "def custom_kernel(data)\n    return 1\n"
-# Judge 0 is sent the first three (fanout.IN_FLIGHT), judge 1 the last three.
+# Dealt around the two judges one at a time: judge 0 gets a, c, e and judge 1 b, d, f.
 CANDIDATES = [
     Candidate("a-good.py", GOOD),
     Candidate("b-wrong.py", WRONG),
@@ -109,7 +109,7 @@ def test_every_record_of_the_batch_carries_the_same_reference(two_judges):
     chosen, relative_spread = combined_workers(records)
     passed = [r for r in two_judges["shared"] if r["status"] == "passed"]
     assert [r["id"] for r in passed] == ["a-good.py", "c-good.py", "d-good.py", "f-good.py"]
-    for record in passed:  # judge 0 judged a and c, judge 1 d and f
+    for record in passed:  # judge 0 judged a and c, judge 1 d and f (as dealt above)
         (case,) = benchmark_cases(record)
         assert case["reference_us"] == chosen["rank_us"]
         assert math.isclose(case["between_workers_rsd"], relative_spread)

@@ -44,6 +44,7 @@ from ..evaluation.session import reference_line
 from ..judge.cpu_sets import allowed_cpus, pin_process, split_cpus
 from ..stats.between_workers import combined_workers
 from .candidates import Candidate
+from .depth import IN_FLIGHT
 from .reference_share import (
     CANDIDATE,
     PHASE,
@@ -54,7 +55,6 @@ from .reference_share import (
     shared_workers,
 )
 
-IN_FLIGHT = 3  # candidates queued at each GPU's judge: the one judged and those imported ahead
 GPU_JUDGE = "pytest_kernelboard.batch.gpu_judge"  # the module each GPU's judge process runs
 
 
@@ -184,15 +184,22 @@ class GpuJudges:
         # Not yet sent, or sent to a judge that ended.
         waiting = deque(range(base, base + len(candidates)))
 
-        def top_up(slot: int) -> None:
-            while slot not in self.ended and len(self.assigned[slot]) < IN_FLIGHT and waiting:
-                index = waiting.popleft()
-                self.assigned[slot].append(index)
-                candidate = candidates[index - base]
-                self._tell(slot, {"type": CANDIDATE, "candidate": asdict(candidate)})
+        def send_one(slot: int) -> bool:
+            if slot in self.ended or len(self.assigned[slot]) >= IN_FLIGHT or not waiting:
+                return False
+            index = waiting.popleft()
+            self.assigned[slot].append(index)
+            candidate = candidates[index - base]
+            self._tell(slot, {"type": CANDIDATE, "candidate": asdict(candidate)})
+            return True
 
-        for slot in range(len(self.processes)):
-            top_up(slot)
+        def top_up(slot: int) -> None:
+            while send_one(slot):
+                pass
+
+        # Dealt one at a time around the judges, so a short batch keeps every GPU busy.
+        while any([send_one(slot) for slot in range(len(self.processes))]):
+            pass
         ready: dict[int, dict[str, Any]] = {}
         next_out = base
         try:

@@ -54,6 +54,7 @@ from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
 from ..supervisor.pausing import paused
 from .candidates import Candidate
+from .depth import PREFETCH
 from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
@@ -62,7 +63,6 @@ from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
-PREFETCH = 3  # candidates imported ahead of the one being judged
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):
