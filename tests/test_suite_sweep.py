@@ -299,3 +299,5 @@ def test_a_problem_gets_as_long_as_its_own_task_yml_gives_it():
     assert problem.cap_s("benchmark", 300.0) == 180.0 * runs
     assert problem.cap_s("test", 300.0) == 300.0  # one run of 120 s: --cap is longer
     assert problem.cap_s("test", 60.0) == 120.0
+    # Each of the candidate's fresh workers gets as long as one reference worker.
+    assert problem.cap_s("benchmark", 300.0, candidate_workers=3) == 180.0 * (runs + 2)
