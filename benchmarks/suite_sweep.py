@@ -402,8 +402,10 @@ def row_for(
         # A leaderboard that does not load is its own matter; anything else the lane raised
         # (or its death) is the harness's.
         # A problem stopped at --cap was running: its code works here, slowly or not, so no
-        # hardware it names explains it.
-        note = None if answer.timed_out else problem.hardware_note(answer.error, device)
+        # hardware it names explains it; nor does it explain the lane's own death.
+        note = (
+            None if answer.timed_out or answer.died else problem.hardware_note(answer.error, device)
+        )
         leaderboards = answer.error.startswith(LEADERBOARD_ERRORS)
         row["status"] = (
             "timeout" if answer.timed_out else "not_run" if leaderboards or note else "error"

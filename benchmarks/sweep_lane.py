@@ -52,6 +52,7 @@ class Answer:
     error: str = ""
     timed_out: bool = False  # stopped by the sweep's cap
     wall_s: float = 0.0
+    died: bool = False  # the lane's own process ended mid-job: the harness's, whatever the code
 
 
 def child_env(gpus: list[int] | None) -> dict[str, str]:
@@ -152,10 +153,15 @@ class Lane:
             line = None
         wall = time.monotonic() - started
         if line is None:
-            code = self.process.poll()
+            try:  # its output closes a moment before it can be reaped
+                code: int | None = self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
             self.stop()
             return Answer(
-                error=f"the lane's process died (exit {code}); see {self.log}", wall_s=wall
+                error=f"the lane's process died ({exit_words(code)}); see {self.log}",
+                wall_s=wall,
+                died=True,
             )
         answer = json.loads(line)
         if not answer.get("healthy", True):  # its CUDA context broke: the next job gets a new one
@@ -225,6 +231,21 @@ class CliLane:
         import shutil
 
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def exit_words(code: int | None) -> str:
+    """A process's exit status in words: a signal by name, SIGKILL's usual senders named."""
+    if code is None:
+        return "its output closed; it had not exited 10 s later"
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if name == "SIGKILL":
+        return "killed by SIGKILL: the kernel's out-of-memory killer or a memory limit, most often"
+    return f"killed by {name}"
 
 
 def _last_line(path: Path) -> str:

@@ -286,6 +286,24 @@ def test_a_problem_stopped_at_the_cap_is_a_timeout_whatever_hardware_it_names():
     assert row["status"] == "not_run" and row["reason"].startswith("AMD-only"), row
 
 
+def test_a_lane_that_dies_is_the_harness_error_whatever_hardware_the_problem_ranks_on():
+    """A GPU MODE folder declared for MI300 whose lane died mid-job (its reference had run on
+    the NVIDIA GPU) is an error to look into, not "AMD-only"."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+    from sweep_lane import Answer, exit_words
+
+    problem = suite_sweep.Problem("amd-mla-decode", "amd/mla-decode", declared=("MI300",))
+    died = Answer(error=f"the lane's process died ({exit_words(-9)})", wall_s=263, died=True)
+    row = suite_sweep.row_for(problem, died, "benchmark", device=H100)
+    assert row["status"] == "error" and "AMD" not in row["reason"], row
+    assert "out-of-memory" in row["reason"]
+    assert exit_words(1) == "exit 1" and exit_words(-15) == "killed by SIGTERM"
+    failed = Answer(error="RuntimeError: no kernel image is available", wall_s=3)
+    row = suite_sweep.row_for(problem, failed, "benchmark", device=H100)
+    assert row["status"] == "not_run" and row["reason"].startswith("AMD-only"), row
+
+
 def test_a_problem_gets_as_long_as_its_own_task_yml_gives_it():
     """--cap catches a judge that hangs: a GPU MODE folder whose task.yml allows a longer run
     (a 1 s reference call in five workers on 18 cases) is not stopped short of it."""
