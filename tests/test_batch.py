@@ -318,3 +318,37 @@ def test_a_one_candidate_batch_keeps_spares_for_the_reference_s_workers(tmp_path
     assert record["status"] == "passed", record["message"]
     assert asked[0] >= 1  # at the batch's end the reference was still to be timed
     assert asked[-1] == 0  # and once it was, no spare was kept
+
+
+def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch):
+    """The reference is timed in five fresh workers on a leaderboard of three timed cases: each
+    worker times all three, one after another, as the candidate's one worker does, so five
+    workers start for the reference in all, not one per case and worker."""
+    from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
+    from pytest_kernelboard.judge.core import SubmissionJudge
+
+    task_yml = core_repo / "leaderboards" / "addone" / "task.yml"
+    big = '  - {"size": 4096, "seed": 13, "flag": false, "label": "big"}\n'
+    more = big.replace("4096", "2048").replace("big", "mid").replace("13", "14")
+    more += big.replace("4096", "1024").replace("big", "small").replace("13", "15")
+    task_yml.write_text(task_yml.read_text().replace(big, big + more))
+    workers_by_case: dict[str, list[int]] = {}
+    time_case = SubmissionJudge.time_case
+
+    def recording(judge, case, *args, **kwargs):
+        measured = time_case(judge, case, *args, **kwargs)
+        if judge.entry == "ref_kernel":
+            workers_by_case.setdefault(case.id, []).append(judge._worker.process.pid)
+        return measured
+
+    monkeypatch.setattr(SubmissionJudge, "time_case", recording)
+    (record,) = judge_many(
+        "addone", [Candidate("a.py", GOOD)], mode="benchmark", root=core_repo, gpus=[]
+    )
+    assert record["status"] == "passed", record["message"]
+    timed = [case for case in record["cases"] if case["kind"] == "benchmark"]
+    assert len(timed) == 3 and all(case["reference_us"] for case in timed)
+    assert len(workers_by_case) == 3
+    pids = list(workers_by_case.values())
+    assert all(len(set(each)) == REFERENCE_WORKERS for each in pids)
+    assert pids[0] == pids[1] == pids[2]  # the same five workers, in the same order

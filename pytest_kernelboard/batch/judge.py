@@ -215,6 +215,8 @@ class BatchJudge:
         self._ahead: dict[SubmissionEvaluation, dict[str, CaseOutcome]] = {}
         self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
+        # One GPU: reference timings made with the first case's, for the cases still to come.
+        self._references_ahead: dict[str, dict[str, Any] | None | ReferenceUnavailable] = {}
         # Where this judge's time went: its share of the reference, the candidates it judged
         # (of which waiting for the other judges' shares), and how many reference workers.
         self.account: dict[str, float] = {
@@ -466,18 +468,18 @@ class BatchJudge:
     def _spares_for_the_reference(self, timed: Case | None = None) -> int:
         """Spares worth keeping once every candidate has arrived: as many as the reference's
         workers still to come (each is a fresh one; without spares they start one after the
-        other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200). `timed`: a
-        case whose reference was just timed."""
+        other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200). Its workers
+        time every case still to come at once, so none are to come once it has been timed.
+        `timed`: a case whose reference was just timed."""
         share = self.reference_share
         if self.task.multi_gpu or (share is not None and self._share_timed):
             return 0  # a multi-GPU case's reference runs in rank groups, not spare workers
-        pending = [
-            case
-            for case in self._unsettled_cases()
-            if timed is None or reference_key(case) != reference_key(timed)
-        ]
-        per_case = len(share.workers) if share is not None else REFERENCE_WORKERS
-        return min(len(pending) * per_case, self.session.pool.spares)
+        if timed is not None or self._references_ahead:
+            return 0
+        if not self._unsettled_cases():
+            return 0
+        workers = len(share.workers) if share is not None else REFERENCE_WORKERS
+        return min(workers, self.session.pool.spares)
 
     def _unsettled_cases(self) -> list[Case]:
         """The benchmark cases whose reference timing is still to come: in benchmark mode, each
@@ -506,17 +508,17 @@ class BatchJudge:
                     yield
 
         parts: dict[str, float] = {}  # where its workers' seconds went
-        for case in cases if share.workers else ():
-            key, label = reference_key(case), reference_label(self.task, case)
-            self.account["reference_workers"] += len(share.workers)
-            try:
-                timings = self.session.time_reference(
-                    self.task, case, len(share.workers), around, parts
-                )
-            except ReferenceUnavailable as exc:
-                share.publish(key, label, [], str(exc))
-            else:
-                share.publish(key, label, timings)
+        if cases and share.workers:  # each of its workers times every case
+            self.account["reference_workers"] += len(share.workers) * len(cases)
+            timed = self.session.time_references(
+                self.task, cases, len(share.workers), around, parts
+            )
+            for case, timings in zip(cases, timed, strict=True):
+                key, label = reference_key(case), reference_label(self.task, case)
+                if isinstance(timings, ReferenceUnavailable):
+                    share.publish(key, label, [], str(timings))
+                else:
+                    share.publish(key, label, timings)
         self.account["reference_s"] = time.perf_counter() - started
         self._share_timed = True
         if self._ended:
@@ -535,7 +537,7 @@ class BatchJudge:
         try:
             if self.reference_share is not None:
                 return self._shared_reference(task, case)
-            return self.session._measure_reference(task, case, parts)  # the one-GPU default
+            return self._reference_with_the_rest(task, case, parts)  # the one-GPU default
         finally:
             if self._ended:  # the spares kept for this case's workers
                 self.session.pool.expect(self._spares_for_the_reference(timed=case))
@@ -543,6 +545,29 @@ class BatchJudge:
                 clock.add("reference", time.perf_counter() - started)
                 for part, seconds in parts.items():
                     clock.add(f"reference_{part}", seconds)
+
+    def _reference_with_the_rest(
+        self, task: TaskSpec, case: Case, parts: dict[str, float]
+    ) -> dict[str, Any] | None:
+        """The case's reference timing; asked for the first, the reference is timed on every
+        case still to come at once, each of its workers timing them all, and the others' are
+        kept for when their candidates' cases ask."""
+        key = reference_key(case)
+        if key not in self._references_ahead:
+            rest = [
+                c
+                for c in self._unsettled_cases()
+                if reference_key(c) != key and reference_key(c) not in self._references_ahead
+            ]
+            cases = [case, *rest]
+            for each, timing in zip(
+                cases, self.session.measure_references(task, cases, parts), strict=True
+            ):
+                self._references_ahead[reference_key(each)] = timing
+        timing = self._references_ahead.pop(key)
+        if isinstance(timing, ReferenceUnavailable):
+            raise timing
+        return timing
 
     def _shared_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
         """The session's reference timing of a case: the one the parent combined from every

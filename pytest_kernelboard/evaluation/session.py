@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -169,13 +169,29 @@ class JudgingSession:
         expected output made and given back). That work was the one difference between the two
         when identical code at vectoradd 16384² read 605 µs against the unchecked reference's
         519 on the H100 (docs/timing.md)."""
-        records = self.time_reference(task, case, self.reference_workers, account=account)
-        chosen, relative_spread = combined_workers(records)
-        if self.progress is not None and relative_spread is not None:
-            self.progress.case_timed(
-                reference_label(task, case), reference_line(chosen, relative_spread)
-            )
+        (chosen,) = self.measure_references(task, [case], account)
+        if isinstance(chosen, ReferenceUnavailable):
+            raise chosen
         return chosen
+
+    def measure_references(
+        self, task: TaskSpec, cases: Sequence[Case], account: dict[str, float] | None = None
+    ) -> list[dict[str, Any] | ReferenceUnavailable]:
+        """_measure_reference for several cases at once, each of the reference's workers timing
+        them all (time_references): per case its median worker's timing, or why it has none."""
+        measured: list[dict[str, Any] | ReferenceUnavailable] = []
+        timed = self.time_references(task, cases, self.reference_workers, account=account)
+        for case, records in zip(cases, timed, strict=True):
+            if isinstance(records, ReferenceUnavailable):
+                measured.append(records)
+                continue
+            chosen, relative_spread = combined_workers(records)
+            if self.progress is not None and relative_spread is not None:
+                self.progress.case_timed(
+                    reference_label(task, case), reference_line(chosen, relative_spread)
+                )
+            measured.append(chosen)
+        return measured
 
     def time_reference(
         self,
@@ -186,36 +202,75 @@ class JudgingSession:
         account: dict[str, float] | None = None,
     ) -> list[dict[str, Any]]:
         """The reference's timing record of the case in each of `workers` fresh workers
-        (ReferenceUnavailable, with the reason, when one fails); `around()` is entered for each
-        worker's timing (a batch pauses its other candidates' workers meanwhile). `account`,
-        where given, gets the workers' seconds added by REFERENCE_PARTS."""
+        (ReferenceUnavailable, with the reason, when one fails); time_references for one case."""
+        (timed,) = self.time_references(task, [case], workers, around, account)
+        if isinstance(timed, ReferenceUnavailable):
+            raise timed
+        return timed
+
+    def time_references(
+        self,
+        task: TaskSpec,
+        cases: Sequence[Case],
+        workers: int,
+        around: Callable[[], AbstractContextManager[Any]] = nullcontext,
+        account: dict[str, float] | None = None,
+    ) -> list[list[dict[str, Any]] | ReferenceUnavailable]:
+        """Per case, the reference's timing record in each of `workers` fresh workers, or
+        ReferenceUnavailable with the reason where one failed it (no later worker times it).
+
+        Each worker times every case still standing, one after another, as a candidate's one
+        worker times all its cases: `workers` worker starts for a leaderboard, not one per case
+        and worker (of GPU MODE's grayscale's 79.5 s on an H200, 16.7 s went to starting 30).
+        `around()` is entered for each worker's timing (a batch pauses its other candidates'
+        workers meanwhile). `account`, where given, gets the workers' seconds by
+        REFERENCE_PARTS."""
         judge = self.reference_judge(task)
-        records = []
+        timed: list[list[dict[str, Any]] | ReferenceUnavailable] = [[] for _ in cases]
         try:
             for index in range(workers):
+                standing = [i for i, so_far in enumerate(timed) if isinstance(so_far, list)]
+                if not standing:
+                    break
                 began, before = time.perf_counter(), dict(judge.startup_s)
                 if index:
                     judge.close()  # the next timing starts a fresh worker
+                timing_s = 0.0
                 with around():
-                    measured = judge.time_case(
-                        case,
-                        self.plan(task),
-                        self.timeout(task, BENCHMARK),
-                        self._progress_for(task, case, True),
-                    )
-                records.append(measured.to_record())
+                    for i in standing:
+                        try:
+                            record = self._timed_reference_case(judge, task, cases[i])
+                        except (WorkerFailure, Skip, VerificationFailure) as exc:
+                            # The submission's case stands without a speedup; the reason goes
+                            # into its record.
+                            timed[i] = ReferenceUnavailable(str(exc) or type(exc).__name__)
+                            continue
+                        timing_s += float(record.get("elapsed_s") or 0.0)
+                        timed[i].append(record)  # type: ignore[union-attr]
                 if account is not None:
                     spent = {part: judge.startup_s[part] - before[part] for part in before}
-                    spent["timing"] = float(records[-1].get("elapsed_s") or 0.0)
+                    spent["timing"] = timing_s
                     spent["other"] = time.perf_counter() - began - sum(spent.values())
                     for part in REFERENCE_PARTS:
                         account[part] = account.get(part, 0.0) + max(spent[part], 0.0)
-        except (WorkerFailure, Skip, VerificationFailure) as exc:
-            # The submission's case stands without a speedup; the reason goes into its record.
-            raise ReferenceUnavailable(str(exc) or type(exc).__name__) from None
         finally:
             judge.release_cached_memory(windows=True)
-        return records
+        return timed
+
+    def _timed_reference_case(
+        self, judge: SubmissionJudge, task: TaskSpec, case: Case
+    ) -> dict[str, Any]:
+        """One case timed in the reference's current worker, its memory let go after."""
+        try:
+            measured = judge.time_case(
+                case,
+                self.plan(task),
+                self.timeout(task, BENCHMARK),
+                self._progress_for(task, case, True),
+            )
+        finally:
+            judge.release_cached_memory(windows=True)
+        return measured.to_record()
 
     def _progress_for(self, task: TaskSpec, case: Case, reference: bool):
         if self.progress is None:
