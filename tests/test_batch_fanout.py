@@ -193,3 +193,27 @@ def test_a_multi_gpu_leaderboard_is_judged_by_one_judge_that_sees_every_gpu_name
         [1, 2, 3]
     ]
     assert gpu_groups(load_task(leaderboards / "vectoradd" / "task.yml"), [0, 1]) == [[0], [1]]
+
+
+def test_a_short_batch_is_dealt_around_the_judges():
+    """Four candidates for two GPUs' judges go one to each in turn, not the first three to one
+    judge: a batch shorter than the judges' queues still keeps every GPU busy."""
+    from collections import deque
+    from queue import Queue
+
+    judges = fanout.GpuJudges.__new__(fanout.GpuJudges)  # the dealing alone, no processes
+    judges.processes, judges.gpus = [None, None], [[0], [1]]
+    judges.assigned, judges.ended = [deque(), deque()], set()
+    judges.broken, judges._sent, judges.inbox = False, 0, Queue()
+    dealt: list[tuple[int, str]] = []
+
+    def tell(slot: int, message: dict) -> None:  # each judge answers at once
+        dealt.append((slot, message["candidate"]["id"]))
+        record = {"id": message["candidate"]["id"], "status": "passed"}
+        judges.inbox.put((slot, {"type": fanout.RECORD, "record": record}))
+
+    judges._tell = tell
+    candidates = [Candidate(f"{name}.py", GOOD) for name in "abcd"]
+    records = list(judges.judge(candidates))
+    assert [r["id"] for r in records] == ["a.py", "b.py", "c.py", "d.py"]
+    assert dealt == [(0, "a.py"), (1, "b.py"), (0, "c.py"), (1, "d.py")]
