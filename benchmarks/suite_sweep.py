@@ -21,12 +21,13 @@ with a reason that names the device, its architecture or its GPU count.
 
 Each GPU (--gpus, default every GPU NVML sees; `none` or no GPU: one CPU lane) gets a lane
 (benchmarks/sweep_lane.py): one judge process, the batch judge (`judge_many`) in it, that
-judges one problem at a time (each candidate's timed case in --candidate-workers fresh workers,
-default 3, combined as the reference's five are: timed in one worker, identical code of KernelBench
-L2 61 read 0.931x [0.912, 0.949] against its reference on an H200, in three 1.001x [0.836, 1.197]) and is killed and started afresh when a
-problem passes --cap seconds, or, for a GPU MODE folder, its task.yml's timeout for the mode times the candidate and
-the reference's workers in benchmark mode, where that is longer (`--cli` runs `kernelboard
-judge` per problem instead, as a user would). Problems whose cases need several GPUs are judged
+judges one problem at a time (each candidate's timed case in --candidate-workers fresh
+workers, default 3, combined as the reference's five are: timed in one worker, identical code of
+KernelBench L2 61 read 0.931x [0.912, 0.949] against its reference on an H200, in three 1.001x
+[0.836, 1.197]) and is killed and started afresh when a problem passes --cap seconds, or, for a
+GPU MODE folder, its task.yml's timeout for the mode times the candidate's and the reference's
+workers in benchmark mode, where that is longer (`--cli` runs `kernelboard judge` per problem
+instead, as a user would). Problems whose cases need several GPUs are judged
 last, one at a time, with every GPU.
 
 Out (--out, default suite-sweep-SUITE/): rows.jsonl, one row per problem as it completes (a

@@ -72,6 +72,12 @@ class UnknownLeaderboard(KernelboardError, KeyError):
         return str(self.args[0])
 
 
+def check_mode(mode: str) -> None:
+    """ValueError, naming the modes there are, for one a batch does not judge in."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
 def find_task(leaderboard: str, root: Path | None) -> tuple[TaskSpec, Path]:
     """The leaderboard's task spec and the repository root it lives in."""
     found = root or find_repo_root(Path.cwd())
@@ -105,8 +111,7 @@ def judge_many(
     candidate_workers: every timed case of a candidate timed in this many fresh workers and
     combined as the reference's are (default 1: one worker, more only where host-bound).
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode)
     task, root = find_task(leaderboard, root)
     candidates = list(candidates)
     devices = list(gpus) if gpus is not None else visible_gpus()
@@ -465,17 +470,13 @@ class BatchJudge:
             self._clocks[other].add("paused", time.perf_counter() - stopping)
         return outcome
 
-    def _spares_for_the_reference(self, timed: Case | None = None) -> int:
-        """Spares worth keeping once every candidate has arrived: as many as the reference's
-        workers still to come (each is a fresh one; without spares they start one after the
-        other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200). Its workers
-        time every case still to come at once, so none are to come once it has been timed.
-        `timed`: a case whose reference was just timed."""
+    def _spares_for_the_reference(self) -> int:
+        """Spares worth keeping once every candidate has arrived: while the reference is still
+        to be timed, as many as its workers (each is a fresh one; without spares they start one
+        after the other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200)."""
         share = self.reference_share
         if self.task.multi_gpu or (share is not None and self._share_timed):
             return 0  # a multi-GPU case's reference runs in rank groups, not spare workers
-        if timed is not None or self._references_ahead:
-            return 0
         if not self._unsettled_cases():
             return 0
         workers = len(share.workers) if share is not None else REFERENCE_WORKERS
@@ -489,7 +490,12 @@ class BatchJudge:
             return []
         seeds = self.session.seeds_for(self.task)
         cases = (with_run_seed(c, seeds) for c in task_cases(self.task) if c.kind == BENCHMARK)
-        return [c for c in cases if not self.session.references.settled(self.task, c)]
+        return [
+            c
+            for c in cases
+            if not self.session.references.settled(self.task, c)
+            and reference_key(c) not in self._references_ahead
+        ]
 
     def _time_reference_share(self, arrived: Callable[[], list[SubmissionEvaluation]]) -> None:
         """This judge's workers of the reference's timing on each shared case, handed to the
@@ -539,8 +545,8 @@ class BatchJudge:
                 return self._shared_reference(task, case)
             return self._reference_with_the_rest(task, case, parts)  # the one-GPU default
         finally:
-            if self._ended:  # the spares kept for this case's workers
-                self.session.pool.expect(self._spares_for_the_reference(timed=case))
+            if self._ended:  # every case still to come was timed with this one: no spare
+                self.session.pool.expect(0)
             if clock is not None:
                 clock.add("reference", time.perf_counter() - started)
                 for part, seconds in parts.items():
@@ -554,12 +560,7 @@ class BatchJudge:
         kept for when their candidates' cases ask."""
         key = reference_key(case)
         if key not in self._references_ahead:
-            rest = [
-                c
-                for c in self._unsettled_cases()
-                if reference_key(c) != key and reference_key(c) not in self._references_ahead
-            ]
-            cases = [case, *rest]
+            cases = [case, *(c for c in self._unsettled_cases() if reference_key(c) != key)]
             for each, timing in zip(
                 cases, self.session.measure_references(task, cases, parts), strict=True
             ):

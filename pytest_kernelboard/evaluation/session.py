@@ -227,40 +227,38 @@ class JudgingSession:
         REFERENCE_PARTS."""
         judge = self.reference_judge(task)
         timed: list[list[dict[str, Any]] | ReferenceUnavailable] = [[] for _ in cases]
-        try:
-            for index in range(workers):
-                standing = [i for i, so_far in enumerate(timed) if isinstance(so_far, list)]
-                if not standing:
-                    break
-                began, before = time.perf_counter(), dict(judge.startup_s)
-                if index:
-                    judge.close()  # the next timing starts a fresh worker
-                timing_s = 0.0
-                with around():
-                    for i in standing:
-                        try:
-                            record = self._timed_reference_case(judge, task, cases[i])
-                        except (WorkerFailure, Skip, VerificationFailure) as exc:
-                            # The submission's case stands without a speedup; the reason goes
-                            # into its record.
-                            timed[i] = ReferenceUnavailable(str(exc) or type(exc).__name__)
-                            continue
-                        timing_s += float(record.get("elapsed_s") or 0.0)
-                        timed[i].append(record)  # type: ignore[union-attr]
-                if account is not None:
-                    spent = {part: judge.startup_s[part] - before[part] for part in before}
-                    spent["timing"] = timing_s
-                    spent["other"] = time.perf_counter() - began - sum(spent.values())
-                    for part in REFERENCE_PARTS:
-                        account[part] = account.get(part, 0.0) + max(spent[part], 0.0)
-        finally:
-            judge.release_cached_memory(windows=True)
+        for index in range(workers):
+            standing = [i for i, so_far in enumerate(timed) if isinstance(so_far, list)]
+            if not standing:
+                break
+            began, before = time.perf_counter(), dict(judge.startup_s)
+            if index:
+                judge.close()  # the next timing starts a fresh worker
+            timing_s = 0.0
+            with around():
+                for i in standing:
+                    try:
+                        record = self._timed_reference_case(judge, task, cases[i])
+                    except (WorkerFailure, Skip, VerificationFailure) as exc:
+                        # The submission's case stands without a speedup; the reason goes into
+                        # its record.
+                        timed[i] = ReferenceUnavailable(str(exc) or type(exc).__name__)
+                        continue
+                    timing_s += float(record.get("elapsed_s") or 0.0)
+                    timed[i].append(record)  # type: ignore[union-attr]
+            if account is not None:
+                spent = {part: judge.startup_s[part] - before[part] for part in before}
+                spent["timing"] = timing_s
+                spent["other"] = time.perf_counter() - began - sum(spent.values())
+                for part in REFERENCE_PARTS:
+                    account[part] = account.get(part, 0.0) + max(spent[part], 0.0)
         return timed
 
     def _timed_reference_case(
         self, judge: SubmissionJudge, task: TaskSpec, case: Case
     ) -> dict[str, Any]:
-        """One case timed in the reference's current worker, its memory let go after."""
+        """One case timed in the reference's current worker, its memory let go after, as a
+        candidate's is after each of its cases."""
         try:
             measured = judge.time_case(
                 case,

@@ -84,10 +84,9 @@ class LocalJudge(RepositoryJudge):
 
     def judges_for(self, leaderboard: str, mode: str) -> GpuJudges:
         """The warm judges of this leaderboard and mode, started where there are none."""
-        from ..batch.judge import MODES, find_task, gpu_groups, visible_gpus
+        from ..batch.judge import check_mode, find_task, gpu_groups, visible_gpus
 
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode)
         task, root = find_task(leaderboard, self.root)  # an unknown one is refused here
         key = (leaderboard, mode, files_fingerprint(task.root))
         if self._warm is not None:
