@@ -320,6 +320,29 @@ def test_a_one_candidate_batch_keeps_spares_for_the_reference_s_workers(tmp_path
     assert asked[-1] == 0  # and once it was, no spare was kept
 
 
+def test_a_case_whose_reference_cannot_be_timed_says_why_in_its_record(core_repo, monkeypatch):
+    """The reference's worker fails on a timed case: the candidate's case still passes, has no
+    speedup, and its record says why (a sweep's row would otherwise show a bare null)."""
+    from pytest_kernelboard.judge.core import SubmissionJudge
+    from pytest_kernelboard.supervisor.failures import WorkerFailure
+
+    time_case = SubmissionJudge.time_case
+
+    def failing(judge, case, *args, **kwargs):
+        if judge.entry == "ref_kernel":
+            raise WorkerFailure("error", "the reference's worker ran out of device memory")
+        return time_case(judge, case, *args, **kwargs)
+
+    monkeypatch.setattr(SubmissionJudge, "time_case", failing)
+    (record,) = judge_many(
+        "addone", [Candidate("a.py", GOOD)], mode="benchmark", root=core_repo, gpus=[]
+    )
+    (timed,) = [case for case in record["cases"] if case["kind"] == "benchmark"]
+    assert timed["status"] == "passed" and timed["speedup"] is None
+    assert "ran out of device memory" in timed["reference_error"]
+    jsonschema.validate(record, record_schema())
+
+
 def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch):
     """The reference is timed in five fresh workers on a leaderboard of three timed cases: each
     worker times all three, one after another, as the candidate's one worker does, so five

@@ -110,6 +110,8 @@ class CaseFeedback(Record):
     time_us_by_worker: tuple[float, ...] | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
+    # A passed timed case without a speedup: why the reference could not be timed on it.
+    reference_error: str | Absent = ABSENT
     extra: Mapping[str, Any] = _bookkeeping()
     key_order: tuple[str, ...] = _order()
 
@@ -174,6 +176,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
+        reference_error=outcome.details.get("reference_error") or ABSENT,
     )
 
 

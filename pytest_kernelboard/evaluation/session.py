@@ -183,6 +183,9 @@ class JudgingSession:
         timed = self.time_references(task, cases, self.reference_workers, account=account)
         for case, records in zip(cases, timed, strict=True):
             if isinstance(records, ReferenceUnavailable):
+                if self.progress is not None:
+                    why = (str(records).strip().splitlines() or ["no reason given"])[-1]
+                    self.progress.case_timed(reference_label(task, case), f"not timed: {why}")
                 measured.append(records)
                 continue
             chosen, relative_spread = combined_workers(records)
