@@ -440,8 +440,15 @@ def row_for(
         row["status"] = "passed"
         row["tied"], row["speedup"] = record["tied"], record["speedup"]
         row["speedup_ci95"] = record.get("speedup_ci95")
+        untimed = [c for c in timed if c.get("reference_error")]
         if unrun:
             row["reason"] = f"{len(unrun)} case(s) not run: {first_line(unrun[0]['message'])}"
+        elif untimed:  # no speedup: the reference is the harness's to time
+            case = untimed[0]
+            row["reason"] = (
+                f"the reference could not be timed on {case['id']}: "
+                f"{first_line(case['reference_error'])}"
+            )
     return row
 
 
@@ -514,6 +521,7 @@ class Sweep:
     def __post_init__(self) -> None:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.terminated = threading.Event()  # SIGTERM: the problems in flight get no row
         self.lanes: list[Lane | CliLane] = []
         self.memory = MemoryPeaks()
         (self.out / "records").mkdir(parents=True, exist_ok=True)
@@ -549,7 +557,9 @@ class Sweep:
 
     def terminate(self) -> None:
         """Killed (SIGTERM): every lane's and importer's processes go with it; the rows
-        written so far stay, and the problems in flight get none."""
+        written so far stay, and the problems in flight get none (their lanes' deaths are the
+        sweep's own doing, and a sweep over the same --out judges them again)."""
+        self.terminated.set()
         self.stopping.set()
         self.suite.stop()
         for lane in self.lanes:
@@ -613,7 +623,8 @@ class Sweep:
         except Exception as exc:  # the lane could not start: this row says so, the next retries
             answer = Answer(error=f"{type(exc).__name__}: {exc}")
         peak = self.memory.end(gpus)
-        self.finish(problem, answer, peak, gpus)
+        if not self.terminated.is_set():
+            self.finish(problem, answer, peak, gpus)
 
     def finish(
         self,

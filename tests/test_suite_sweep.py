@@ -319,3 +319,52 @@ def test_a_problem_gets_as_long_as_its_own_task_yml_gives_it():
     assert problem.cap_s("test", 60.0) == 120.0
     # Each of the candidate's fresh workers gets as long as one reference worker.
     assert problem.cap_s("benchmark", 300.0, candidate_workers=3) == 180.0 * (runs + 2)
+
+
+def test_a_passed_problem_without_a_speedup_says_why_the_reference_was_not_timed():
+    """A row of a passed problem with no speedup names the case the reference could not be
+    timed on and why, rather than a bare dash."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+    from sweep_lane import Answer
+
+    timed = {"kind": "benchmark", "id": "size=262144", "status": "passed", "speedup": None}
+    record = {
+        "status": "passed",
+        "duration_s": 3.0,
+        "tied": None,
+        "speedup": None,
+        "cases": [
+            {**timed, "reference_error": "the worker ran out of time\nafter 180 s"},
+            {**timed, "id": "size=524288", "speedup": 1.0},
+        ],
+    }
+    problem = suite_sweep.Problem("prefixsum", "pmpp/prefixsum_py")
+    row = suite_sweep.row_for(problem, Answer(record=record, wall_s=3), "benchmark", device=H100)
+    assert row["status"] == "passed" and row["speedup"] is None
+    assert row["reason"] == (
+        "the reference could not be timed on size=262144: the worker ran out of time"
+    )
+
+
+def test_a_terminated_sweep_writes_no_row_for_the_problems_in_flight(tmp_path):
+    """SIGTERM kills the lanes; the problem a lane was judging is not written as an error of
+    its own (the lane's death is the sweep's doing), so a sweep over the same --out judges it
+    again."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+    from sweep_lane import Answer, exit_words
+
+    class Suite:
+        def stop(self):
+            pass
+
+    sweep = suite_sweep.Sweep(Suite(), tmp_path, "benchmark", 300.0, None)
+
+    class KilledLane:
+        def judge(self, job, cap_s):
+            sweep.terminate()
+            return Answer(error=f"the lane's process died ({exit_words(-9)})", died=True)
+
+    sweep.judge(KilledLane(), suite_sweep.Problem("trimul", "bioml/trimul"), None)
+    assert not (tmp_path / "rows.jsonl").exists() and not sweep.rows
