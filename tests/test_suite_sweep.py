@@ -368,3 +368,17 @@ def test_a_terminated_sweep_writes_no_row_for_the_problems_in_flight(tmp_path):
 
     sweep.judge(KilledLane(), suite_sweep.Problem("trimul", "bioml/trimul"), None)
     assert not (tmp_path / "rows.jsonl").exists() and not sweep.rows
+
+
+def test_a_missed_gpumode_target_marks_the_misses_that_are_upstream():
+    """Upstream's misses still miss the target, but the line says whose they are."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+
+    rows = [
+        {"problem": "vectorsum", "status": "failed", "upstream": suite_sweep.UPSTREAM["vectorsum"]},
+        {"problem": "mine", "status": "error", "upstream": None},
+        {"problem": "ok", "status": "passed"},
+    ]
+    line, met = suite_sweep.target_verdict("gpumode", rows, 3, 0)
+    assert not met and line.endswith("NOT met: vectorsum (upstream), mine.")
