@@ -271,3 +271,27 @@ def test_a_meter_sees_a_judge_and_a_worker_that_wait_for_their_cpu():
             spinner.join()
         child.join()
     assert explained > 20_000.0, explained  # the judge's 100 ms spin alone waits ~100 ms
+
+
+def test_the_workers_account_of_its_time_before_the_call_goes_into_the_message_only():
+    """`pre_us` is the worker's claim: it says where the unseen time went by the worker's own
+    account, and changes no verdict; a report that is not a number is left out."""
+    from pytest_kernelboard.channel.protocol import ProtocolError, validate
+    from pytest_kernelboard.judge.outside_clock import judged_times
+
+    message = unaccounted(282.0, 7597.3, 30.0, pre_us=6900.0)
+    assert "the worker reports 6900.0 us before the call" in message
+    assert unaccounted(257.2, 6608.6, 21.0, host_wait_us=6100.0, pre_us=6000.0) is None
+
+    class Reply:
+        payload = {"device_us": 250.0, "wall_us": 282.0}
+        outside_us, elapsed_s, host_transport, host_wait_us = 7597.3, 0.0076, False, 0.0
+
+    judged = judged_times(Reply(), 30.0, use_cuda=True)
+    assert judged["outside_unseen"] and "reports" not in judged["outside_unseen"]
+    Reply.payload = {**Reply.payload, "pre_us": 6900.0}
+    assert "reports 6900.0 us" in judged_times(Reply(), 30.0, use_cuda=True)["outside_unseen"]
+    # The protocol lets only a finite, non-negative number through as the report.
+    for claim in ("7 ms", float("nan"), -1.0):
+        with pytest.raises(ProtocolError, match="pre_us"):
+            validate("time", {"output": None, "device_us": 1.0, "wall_us": 2.0, "pre_us": claim})

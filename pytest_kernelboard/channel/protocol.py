@@ -229,6 +229,7 @@ OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
         "peak_bytes": NUMBER,
         "cpu": int,
         "synced": bool,  # timed without a pre-roll on an idle GPU: the call synchronises inside
+        "pre_us": NUMBER,  # the worker's time before the call (input copy, wake): for messages
     },
     Op.CALL.value: {"peak_bytes": NUMBER},
     # released_bytes: the cached device memory a case's end gave back to the driver.

@@ -60,7 +60,7 @@ def judged_times(reply: Any, round_trip: float, use_cuda: bool) -> dict[str, Any
     unseen = (
         None
         if reply.host_transport
-        else unaccounted(payload["wall_us"], outside, round_trip, waited)
+        else unaccounted(payload["wall_us"], outside, round_trip, waited, payload.get("pre_us"))
     )
     payload["outside_unseen"] = unseen
     payload[HOST_WAIT] = waited
@@ -80,19 +80,31 @@ def overclaimed(device_us: float, wall_us: float, outside_us: float) -> str | No
 
 
 def unaccounted(
-    wall_us: float, outside_us: float, round_trip: float, host_wait_us: float = 0.0
+    wall_us: float,
+    outside_us: float,
+    round_trip: float,
+    host_wait_us: float = 0.0,
+    pre_us: float | None = None,
 ) -> str | None:
     """Why one call looks like work ran outside its timed interval (the judge waited far
     longer than the worker accounts for), or None. `host_wait_us` of the request is what the
     judge's and the worker's threads waited for a busy host's CPUs (supervisor/host_waits.py): it
-    explains that much of the judge's view, which is judged without it."""
+    explains that much of the judge's view, which is judged without it. `pre_us`, the worker's
+    own report of its time before the call (its copy of the inputs, the GPU's wake spin), is a
+    claim: it only goes into the message, to say where the time went by the worker's account."""
     unseen = outside_us - round_trip - wall_us - host_wait_us
     if unseen > max(UNSEEN_MIN_US, UNSEEN_SHARE * (outside_us - host_wait_us)):
         waited = (
             f" ({host_wait_us:.1f} us of it waiting for the host's CPUs)" if host_wait_us else ""
         )
+        before = (
+            f" (the worker reports {pre_us:.1f} us before the call: its copy of the inputs "
+            "and the GPU's wake spin)"
+            if pre_us is not None
+            else ""
+        )
         return (
             f"the request took {outside_us:.1f} us{waited} but the worker accounts for "
-            f"{wall_us:.1f} us; {unseen:.1f} us ran outside its timed interval"
+            f"{wall_us:.1f} us; {unseen:.1f} us ran outside its timed interval{before}"
         )
     return None

@@ -201,6 +201,7 @@ class Timer:
                 "call_us": elapsed_us,
                 "aliased_bytes": aliased_bytes(data, output),
             }
+        entered = _clock()  # what comes before the call is the worker's report `pre_us`
         torch = self.torch
         if self.flush_buffer is None or self.flush_buffer.numel() != flush_bytes // 8:
             self.flush_buffer = torch.zeros(flush_bytes // 8, dtype=torch.int64, device="cuda")
@@ -276,6 +277,7 @@ class Timer:
             "wall_us": wall_us,
             "dispatch_us": (call_end - host_start) * 1e6,
             "call_us": (call_end - call_start) * 1e6,
+            "pre_us": (host_start - entered) * 1e6,
             "blocked": released,
             "synced": synced,
             "blocking_off": self.blocking_off,
