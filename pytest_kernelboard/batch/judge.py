@@ -515,7 +515,7 @@ class BatchJudge:
 
         parts: dict[str, float] = {}  # where its workers' seconds went
         if cases and share.workers:  # each of its workers times every case
-            self.account["reference_workers"] += len(share.workers) * len(cases)
+            self.account["reference_workers"] += len(share.workers)  # started once each
             timed = self.session.time_references(
                 self.task, cases, len(share.workers), around, parts
             )
