@@ -140,6 +140,7 @@ def _meter(judge_wait_ns: int, main: ThreadTimes, helper_run_ns: int = 0) -> Hos
 
 def test_the_judges_waits_and_the_workers_beyond_its_interval_are_explained():
     meter = _meter(3_000_000, ThreadTimes(400_000, 2_500_000))  # ns
+    assert meter.ran_us() == pytest.approx(400.0)  # what the tree ran, for the messages
     # The main thread waited 2.5 ms, at most 0.3 ms of it inside its 0.3 ms interval.
     assert meter.explained_us(wall_us=300.0) == pytest.approx(3000.0 + 2200.0)
     assert _meter(0, ThreadTimes(400_000, 200_000)).explained_us(300.0) == 0.0
@@ -230,6 +231,7 @@ def test_a_judged_request_reads_the_real_workers_tree_and_the_judges_thread():
         assert judge0 is not None and judge1 is not None
         assert ran_between(tree0, tree1) is not None
         assert reply.host_wait_us >= 0.0
+        assert reply.worker_cpu_us == meter.ran_us() > 0.0  # the judge's reading, for messages
         assert worker.request(Op.PING, 30).host_wait_us == 0.0  # only when asked
     finally:
         worker.close()
@@ -273,25 +275,34 @@ def test_a_meter_sees_a_judge_and_a_worker_that_wait_for_their_cpu():
     assert explained > 20_000.0, explained  # the judge's 100 ms spin alone waits ~100 ms
 
 
-def test_the_workers_account_of_its_time_before_the_call_goes_into_the_message_only():
-    """`pre_us` is the worker's claim: it says where the unseen time went by the worker's own
-    account, and changes no verdict; a report that is not a number is left out."""
+def test_where_a_flagged_calls_time_went_goes_into_the_message_only():
+    """`pre_us` and `post_us` are the worker's claims and `worker_cpu_us` the judge's reading of
+    its processes' CPU time: they say where the unseen time went, and change no verdict; a
+    report that is not a number is left out."""
     from pytest_kernelboard.channel.protocol import ProtocolError, validate
     from pytest_kernelboard.judge.outside_clock import judged_times
 
-    message = unaccounted(282.0, 7597.3, 30.0, pre_us=6900.0)
+    message = unaccounted(282.0, 7597.3, 30.0, pre_us=6900.0, post_us=40.0, worker_cpu_us=7100.0)
     assert "the worker reports 6900.0 us before the call" in message
+    assert "40.0 us after it, packing the output" in message
+    assert "its processes ran 7100.0 us of CPU during the request" in message
     assert unaccounted(257.2, 6608.6, 21.0, host_wait_us=6100.0, pre_us=6000.0) is None
 
     class Reply:
         payload = {"device_us": 250.0, "wall_us": 282.0}
         outside_us, elapsed_s, host_transport, host_wait_us = 7597.3, 0.0076, False, 0.0
+        worker_cpu_us = None
 
     judged = judged_times(Reply(), 30.0, use_cuda=True)
     assert judged["outside_unseen"] and "reports" not in judged["outside_unseen"]
-    Reply.payload = {**Reply.payload, "pre_us": 6900.0}
-    assert "reports 6900.0 us" in judged_times(Reply(), 30.0, use_cuda=True)["outside_unseen"]
-    # The protocol lets only a finite, non-negative number through as the report.
-    for claim in ("7 ms", float("nan"), -1.0):
-        with pytest.raises(ProtocolError, match="pre_us"):
-            validate("time", {"output": None, "device_us": 1.0, "wall_us": 2.0, "pre_us": claim})
+    assert "(" not in judged["outside_unseen"]  # nothing known: no empty parenthesis
+    Reply.payload = {**Reply.payload, "pre_us": 6900.0, "post_us": 12.5}
+    Reply.worker_cpu_us = 350.0
+    unseen = judged_times(Reply(), 30.0, use_cuda=True)["outside_unseen"]
+    assert "reports 6900.0 us" in unseen and "12.5 us after it" in unseen
+    assert "ran 350.0 us of CPU" in unseen
+    # The protocol lets only a finite, non-negative number through as either report.
+    for key in ("pre_us", "post_us"):
+        for claim in ("7 ms", float("nan"), -1.0):
+            with pytest.raises(ProtocolError, match=key):
+                validate("time", {"output": None, "device_us": 1.0, "wall_us": 2.0, key: claim})

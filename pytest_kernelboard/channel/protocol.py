@@ -230,6 +230,7 @@ OPTIONAL_KEYS: dict[str, dict[str, Any]] = {
         "cpu": int,
         "synced": bool,  # timed without a pre-roll on an idle GPU: the call synchronises inside
         "pre_us": NUMBER,  # the worker's time before the call (input copy, wake): for messages
+        "post_us": NUMBER,  # and after it, packing the output: for messages too
     },
     Op.CALL.value: {"peak_bytes": NUMBER},
     # released_bytes: the cached device memory a case's end gave back to the driver.

@@ -60,7 +60,15 @@ def judged_times(reply: Any, round_trip: float, use_cuda: bool) -> dict[str, Any
     unseen = (
         None
         if reply.host_transport
-        else unaccounted(payload["wall_us"], outside, round_trip, waited, payload.get("pre_us"))
+        else unaccounted(
+            payload["wall_us"],
+            outside,
+            round_trip,
+            waited,
+            payload.get("pre_us"),
+            payload.get("post_us"),
+            getattr(reply, "worker_cpu_us", None),
+        )
     )
     payload["outside_unseen"] = unseen
     payload[HOST_WAIT] = waited
@@ -85,26 +93,41 @@ def unaccounted(
     round_trip: float,
     host_wait_us: float = 0.0,
     pre_us: float | None = None,
+    post_us: float | None = None,
+    worker_cpu_us: float | None = None,
 ) -> str | None:
     """Why one call looks like work ran outside its timed interval (the judge waited far
     longer than the worker accounts for), or None. `host_wait_us` of the request is what the
     judge's and the worker's threads waited for a busy host's CPUs (supervisor/host_waits.py): it
-    explains that much of the judge's view, which is judged without it. `pre_us`, the worker's
-    own report of its time before the call (its copy of the inputs, the GPU's wake spin), is a
-    claim: it only goes into the message, to say where the time went by the worker's account."""
+    explains that much of the judge's view, which is judged without it. `pre_us` and `post_us`,
+    the worker's own report of its time before the call (its copy of the inputs, the GPU's wake
+    spin) and after it (packing the output), are claims: with `worker_cpu_us`, the judge's own
+    reading of the CPU the worker's processes ran during the request, they only go into the
+    message, to say where the time went."""
     unseen = outside_us - round_trip - wall_us - host_wait_us
     if unseen > max(UNSEEN_MIN_US, UNSEEN_SHARE * (outside_us - host_wait_us)):
         waited = (
             f" ({host_wait_us:.1f} us of it waiting for the host's CPUs)" if host_wait_us else ""
         )
-        before = (
-            f" (the worker reports {pre_us:.1f} us before the call: its copy of the inputs "
-            "and the GPU's wake spin)"
-            if pre_us is not None
-            else ""
-        )
         return (
             f"the request took {outside_us:.1f} us{waited} but the worker accounts for "
-            f"{wall_us:.1f} us; {unseen:.1f} us ran outside its timed interval{before}"
+            f"{wall_us:.1f} us; {unseen:.1f} us ran outside its timed interval"
+            + where_it_went(pre_us, post_us, worker_cpu_us)
         )
     return None
+
+
+def where_it_went(pre_us: float | None, post_us: float | None, worker_cpu_us: float | None) -> str:
+    """The parenthesis of an unaccounted call's message: the worker's claims, the judge's
+    reading of the worker's CPU time."""
+    parts = []
+    if pre_us is not None:
+        parts.append(
+            f"the worker reports {pre_us:.1f} us before the call: its copy of the inputs "
+            "and the GPU's wake spin"
+        )
+    if post_us is not None:
+        parts.append(f"{post_us:.1f} us after it, packing the output")
+    if worker_cpu_us is not None:
+        parts.append(f"its processes ran {worker_cpu_us:.1f} us of CPU during the request")
+    return f" ({'; '.join(parts)})" if parts else ""

@@ -38,6 +38,9 @@ class Reply:
     # Of outside_us, how long the judge's thread and the worker's threads waited for a CPU the
     # host was busy with (supervisor/host_waits.py); 0 where not measured or not explained.
     host_wait_us: float = 0.0
+    # CPU time the worker's process tree ran during the request, by the judge's reading of
+    # /proc (None where not measured): where the unseen time of a flagged call went.
+    worker_cpu_us: float | None = None
 
 
 class WorkerProcess:
@@ -227,7 +230,8 @@ class WorkerProcess:
             self.crossing.stop_while_read(reply["output"], self.process.pid)
         owned = self.crossing.owns_output(in_place)
         waited = meter.explained_us(float(reply.get("wall_us", 0.0))) if meter else 0.0
-        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place, waited)
+        ran = meter.ran_us() if meter else None
+        return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place, waited, ran)
 
     def receive(
         self, op: Op, deadline: float, timeout_s: float, frugal: bool = False

@@ -208,6 +208,13 @@ class HostWaitMeter:
         self._judge.append(thread_times())
         self._tree.append(self._reader.snapshot(self.worker_pid))
 
+    def ran_us(self) -> float | None:
+        """Microseconds of CPU the worker's process tree ran during the last request, read from
+        below (None where that cannot be told): the judge's own measure, for its messages."""
+        if len(self._tree) != 2 or self._tree[0] is None or self._tree[1] is None:
+            return None
+        return ran_between(self._tree[0], self._tree[1])
+
     def explained_us(self, wall_us: float) -> float:
         """Microseconds of the request the busy host explains (0 where it cannot be told)."""
         if len(self._tree) != 2 or len(self._judge) != 2:
@@ -215,7 +222,7 @@ class HostWaitMeter:
         (tree0, tree1), (judge0, judge1) = self._tree, self._judge
         if tree0 is None or tree1 is None or judge0 is None or judge1 is None:
             return 0.0
-        ran = ran_between(tree0, tree1)
+        ran = self.ran_us()
         if ran is None or ran > wall_us + CPU_SLACK_US:
             return 0.0  # the worker kept CPUs busy outside its interval: the waits may be its own
         main0, main1 = tree0.threads.get(self._main_thread), tree1.threads.get(self._main_thread)

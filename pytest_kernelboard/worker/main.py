@@ -102,6 +102,9 @@ class Worker:
             self.kernel, data, flush_bytes, preroll_us, case, keep, copy_input=not self.windows
         )
         reply["output"] = self._sendable(reply["output"])
+        post_us = self.timer.since_synchronized_us()  # packing the output: for messages
+        if post_us is not None:
+            reply["post_us"] = post_us
         return reply
 
     def warm(self, case: str) -> dict:

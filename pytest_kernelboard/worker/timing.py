@@ -285,6 +285,11 @@ class Timer:
             "cpu": -1 if self._timing_cpu is None else self._timing_cpu,
         }
 
+    def since_synchronized_us(self) -> float | None:
+        """Microseconds since the last timed call's work ended (None on the CPU, where the
+        judge's own clock ranks): the worker's report `post_us` of what followed the call."""
+        return (_clock() - self._last_synchronized) * 1e6 if self.cuda else None
+
     def _enter_case(self, case: str) -> None:
         """A new case: nothing kept from the last one, and its timed calls on the fastest CPU."""
         if case == self._case:
