@@ -160,6 +160,7 @@ class Problem:
     candidate_id: str = ""
     source_text: str = ""
     world_size: int = 1
+    fewest_gpus: int = 1  # its smallest case's world_size
     not_run: str = ""  # decided before judging (the import skipped it)
     # What names the hardware its code may need: the devices it ranks on, its own sources.
     declared: tuple[str, ...] = ()
@@ -315,6 +316,7 @@ class GpuMode:
         found: list[tuple[Path, Problem]] = []
         for name, task in catalog.tasks.items():
             problem = Problem(name, self.source(task.path), world_size=task.max_world_size)
+            problem.fewest_gpus = task.min_world_size
             problem.declared, problem.sources = task.gpus, leaderboard_sources(task)
             problem.timeouts = {"test": task.test_timeout, "benchmark": task.benchmark_timeout}
             choose_candidate(problem, task)
@@ -590,6 +592,7 @@ class Sweep:
         slots = [[gpu] for gpu in self.gpus] if self.gpus else [None]
 
         def ready(problem: Problem) -> None:
+            problem.not_run = problem.not_run or self.too_few_gpus(problem)
             if problem.not_run:
                 self.finish(problem, None, None, None)
             elif problem.world_size > 1 and self.gpus:  # a CPU lane runs any (the CPU cap)
@@ -631,6 +634,14 @@ class Sweep:
             finally:
                 lane.close()
         timer.cancel()
+
+    def too_few_gpus(self, problem: Problem) -> str:
+        """Why a problem whose every case needs more GPUs than the sweep has is not run, or "":
+        the judge would skip each case for it, after waiting for every GPU's lane."""
+        if not self.gpus or problem.fewest_gpus <= len(self.gpus):
+            return ""
+        have = ",".join(map(str, self.gpus))
+        return f"needs {problem.fewest_gpus} GPUs; this sweep has {len(self.gpus)} ({have})"
 
     def judge(self, lane: Lane | CliLane, problem: Problem, gpus: list[int] | None) -> None:
         self.memory.begin(gpus)

@@ -77,11 +77,11 @@ def test_world_size_errors_name_file_and_case(tmp_path, cases, expected):
     assert str(path) in str(error.value) and expected in str(error.value)
 
 
-def test_max_world_size(tmp_path):
+def test_max_and_min_world_size(tmp_path):
     task = load_task(
         write_task(tmp_path, "tests:\n  - {world_size: 2}\nbenchmarks:\n  - {world_size: 8}\n")
     )
-    assert task.max_world_size == 8
+    assert (task.max_world_size, task.min_world_size) == (8, 2)
 
 
 def test_make_judge_picks_by_leaderboard(task, modules):

@@ -382,3 +382,29 @@ def test_a_missed_gpumode_target_marks_the_misses_that_are_upstream():
     ]
     line, met = suite_sweep.target_verdict("gpumode", rows, 3, 0)
     assert not met and line.endswith("NOT met: vectorsum (upstream), mine.")
+
+
+def test_a_problem_whose_every_case_needs_more_gpus_than_the_sweep_has_is_not_run_at_once(
+    tmp_path,
+):
+    """GPU MODE's amd_distributed cases all ask for 8 GPUs: on a 4-GPU sweep their rows say so
+    as the suite is imported, rather than after every other problem (where a --stop-after or a
+    window's end left them without a row)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+
+    class Suite:
+        def stop(self):
+            pass
+
+    sweep = suite_sweep.Sweep(Suite(), tmp_path, "benchmark", 300.0, None)
+    sweep.gpus = [0, 1, 2, 3]
+    eight = suite_sweep.Problem("all2all", "amd_distributed/all2all", world_size=8, fewest_gpus=8)
+    assert sweep.too_few_gpus(eight) == "needs 8 GPUs; this sweep has 4 (0,1,2,3)"
+    mixed = suite_sweep.Problem("mixed", "x/mixed", world_size=8, fewest_gpus=2)
+    assert sweep.too_few_gpus(mixed) == ""  # its 2-GPU cases run; the judge skips the rest
+    sweep.gpus = None  # one CPU lane: the judge's CPU cap decides
+    assert sweep.too_few_gpus(eight) == ""
+    eight.not_run = "needs 8 GPUs; this sweep has 4 (0,1,2,3)"
+    row = suite_sweep.row_for(eight, None, "benchmark", device=H100)
+    assert row["status"] == "not_run" and row["reason"].startswith("needs 8 GPUs"), row

@@ -174,6 +174,13 @@ class TaskSpec:
         return max(int(c["world_size"]) for c in (*self.tests, *self.benchmarks))
 
     @property
+    def min_world_size(self) -> int:
+        """The fewest GPUs one case of this leaderboard runs on (1 unless multi_gpu)."""
+        if not self.multi_gpu:
+            return 1
+        return min(int(c["world_size"]) for c in (*self.tests, *self.benchmarks))
+
+    @property
     def root(self) -> Path:
         """The leaderboard folder (where task.yml lives)."""
         return self.path.parent
