@@ -217,3 +217,32 @@ def test_a_short_batch_is_dealt_around_the_judges():
     records = list(judges.judge(candidates))
     assert [r["id"] for r in records] == ["a.py", "b.py", "c.py", "d.py"]
     assert dealt == [(0, "a.py"), (1, "b.py"), (0, "c.py"), (1, "d.py")]
+
+
+def test_one_gpu_other_than_the_first_gets_a_judge_process_that_sees_it_alone(
+    tmp_path, monkeypatch
+):
+    """`--gpus 3` alone: a CUDA device set in the judging process holds for its calling
+    thread only, and the threads that start workers stayed on GPU 0 (every input shared from
+    GPU 3 failed to map in them, on a 4 x H200 host). The batch goes to a judge process that
+    sees GPU 3 alone, as each GPU's does on several."""
+    import shutil
+
+    from pytest_kernelboard.batch.judge import judged_here
+
+    assert judged_here([]) and judged_here([0])
+    assert not judged_here([3]) and not judged_here([0, 1])
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    seen = []
+    real_popen = fanout.subprocess.Popen
+
+    def popen(command, **kwargs):
+        seen.append(kwargs["env"]["CUDA_VISIBLE_DEVICES"])
+        return real_popen(command, **kwargs)
+
+    monkeypatch.setattr(fanout.subprocess, "Popen", popen)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    (record,) = judge_many("addone", [Candidate("a.py", GOOD)], mode="test", root=root, gpus=[3])
+    assert seen == ["3"]  # one judge process, pinned to GPU 3 before torch starts in it
+    assert record["status"] == "passed", record

@@ -246,9 +246,10 @@ def see_own_gpu(env: dict[str, str]) -> None:
     """A single-GPU worker sees the judge's own GPU alone (the judge's cuda:0, first in its
     numbering). With more in view, a library that starts every GPU it sees (JAX does) leaves
     the current device on the last, and torch then refuses to hand cuda:0 tensors over DLPack
-    ("Expected: 0. Current device: 3"). A judge working on another of its GPUs (judge --gpus 2
-    in one process: torch.cuda.set_device) names that device to its workers by its own number,
-    so they keep the judge's numbering; so does one that hides every GPU."""
+    ("Expected: 0. Current device: 3"). A judge whose thread works on another of its GPUs (a
+    program's own torch.cuda.set_device) names that device to its workers by its own number,
+    so they keep the judge's numbering; so does one that hides every GPU. `kernelboard judge
+    --gpus 2` judges in a process that sees GPU 2 alone (batch/judge.py, judged_here)."""
     if _judge_device() != 0:
         return
     visible = env.get("CUDA_VISIBLE_DEVICES")
