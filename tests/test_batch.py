@@ -375,3 +375,41 @@ def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch):
     pids = list(workers_by_case.values())
     assert all(len(set(each)) == REFERENCE_WORKERS for each in pids)
     assert pids[0] == pids[1] == pids[2]  # the same five workers, in the same order
+
+
+@pytest.mark.parametrize(
+    ("censuses", "fails"),
+    [
+        ([[("gemm", 4698.8)], [("gemm", 2726.0)]], False),  # one slow read: taken again, passes
+        ([[("hidden", 9000.0)], [("hidden", 9000.0)]], True),  # every call: failed
+        ([[("gemm", 2726.0)]], False),  # agrees at once: no second census
+    ],
+)
+def test_a_census_that_disagrees_with_the_timing_is_taken_once_more(tmp_path, censuses, fails):
+    """A kernel of one census call read 4.7 ms against a 2.7 ms timed call, for identical
+    code (one of 100 on an H200): one reading is not enough to fail a candidate, while work
+    on a stream the timed interval does not see shows in every call."""
+    from types import SimpleNamespace
+
+    from pytest_kernelboard.batch.judge import BatchJudge
+    from pytest_kernelboard.judge.core import CaseOutcome
+    from pytest_kernelboard.spec.cases import BENCHMARK, Case
+
+    taken = list(censuses)
+    source = tmp_path / "submission.py"
+    source.write_text("def custom_kernel(data):\n    return data\n")
+    evaluation = SimpleNamespace(
+        judge=SimpleNamespace(kernel_census=lambda case, timeout: taken.pop(0)),
+        ref=SimpleNamespace(path=source),
+    )
+    judge = SimpleNamespace(
+        mode="benchmark",
+        profile=False,
+        task=None,
+        session=SimpleNamespace(use_cuda=True, timeout=lambda task, kind: 60.0),
+    )
+    outcome = CaseOutcome("passed", timing={"rank_us": 2727.9})
+    BatchJudge._census(judge, evaluation, [(Case(BENCHMARK, 0, {"seed": 1}), outcome)])
+    assert (outcome.status == "failed") is fails
+    assert ("ran outside the timed stream" in outcome.message) is fails
+    assert taken == []  # as many censuses as it took to decide
