@@ -15,7 +15,8 @@ that script's settings (5 correctness trials, 100 timed trials with CUDA events,
 timed in the same call). After each batch it prints the candidates' seconds and the peak device
 memory so far (a run cut short still says how far it got); at the end the wall time, candidates
 per hour, how many were correct, the median runtime and reference runtime, and the peak device
-memory in use (NVML, every 50 ms: sweep_lane.MemoryPeaks) on the busiest GPU.
+memory in use (NVML, every 50 ms: sweep_lane.MemoryPeaks) on the busiest GPU it used
+(CUDA_VISIBLE_DEVICES applies).
 
 KernelBench's package imports its LLM clients (openai, litellm) and python-dotenv (for their
 API keys) at import time; where they are not installed they are replaced by empty modules,
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sweep_lane import MemoryPeaks  # noqa: E402
+from sweep_lane import MemoryPeaks, nvml_numbers  # noqa: E402
 
 
 def _load_no_dotenv(*args: object, **kwargs: object) -> bool:
@@ -109,7 +110,7 @@ def main() -> None:
         for i in range(args.candidates)
     ]
     memory = MemoryPeaks()
-    gpus = list(range(args.gpus))
+    gpus = nvml_numbers(list(range(args.gpus)))  # the GPUs its candidates run on
     memory.begin(gpus)
     results: list[dict] = []
     started = time.perf_counter()

@@ -76,6 +76,7 @@ from pytest_kernelboard.importers.kernelbench import (  # noqa: E402
     leaderboard_name,
     problem_files,
 )
+from pytest_kernelboard.judge.evalpy import is_evalpy_task, main_script  # noqa: E402
 from pytest_kernelboard.judge.hardware import (  # noqa: E402
     Device,
     hardware_note,
@@ -122,6 +123,12 @@ UPSTREAM = {
         "1e-5 on some seeds only. GPU MODE's eval.py checks its calls on the case's own seed only; "
         "kernelboard checks every timed call on a fresh one"
     ),
+    "vectorsum_v2": (
+        "its shipped submission.py adds each block's sum atomically into the output tensor "
+        "that generate_input made with torch.empty, never zeroed: every sum starts from "
+        "whatever that memory last held (a test case of 1,023 elements read -17677.71 against "
+        "-17676.60). The v1 submission allocates its own torch.zeros"
+    ),
     "conv2d_v2": (
         "its shipped submission.py leaves cuDNN's TF32 on (PyTorch's default; pmpp's conv2d "
         "submission turns it off), while the reference turns it off for itself: on a GPU with "
@@ -161,6 +168,7 @@ class Problem:
     source_text: str = ""
     world_size: int = 1
     fewest_gpus: int = 1  # its smallest case's world_size
+    own_harness: str = ""  # the folder's own script that judges it (eval.py), if any
     not_run: str = ""  # decided before judging (the import skipped it)
     # What names the hardware its code may need: the devices it ranks on, its own sources.
     declared: tuple[str, ...] = ()
@@ -317,6 +325,7 @@ class GpuMode:
         for name, task in catalog.tasks.items():
             problem = Problem(name, self.source(task.path), world_size=task.max_world_size)
             problem.fewest_gpus = task.min_world_size
+            problem.own_harness = main_script(task) if is_evalpy_task(task) else ""
             problem.declared, problem.sources = task.gpus, leaderboard_sources(task)
             problem.timeouts = {"test": task.test_timeout, "benchmark": task.benchmark_timeout}
             choose_candidate(problem, task)
@@ -468,6 +477,11 @@ def row_for(
             row["reason"] = (
                 f"the reference could not be timed on {case['id']}: "
                 f"{first_line(case['reference_error'])}"
+            )
+        elif problem.own_harness and record["speedup"] is None:
+            row["reason"] = (
+                f"judged by its own {problem.own_harness} (its reference.py has no ref_kernel): "
+                "it times the submission alone, so there is no speedup"
             )
     return row
 

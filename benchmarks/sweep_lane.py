@@ -253,6 +253,17 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+def nvml_numbers(cuda_indices: list[int], environ: dict[str, str] | None = None) -> list[int]:
+    """NVML's numbers for this process's cuda:<i>: NVML counts every GPU of the host and
+    ignores CUDA_VISIBLE_DEVICES (KernelBench's evaluator run with CUDA_VISIBLE_DEVICES=2 beside
+    other work read GPU 0's peak). Entries that are not numbers (UUIDs) are left as given."""
+    listed = [d.strip() for d in (environ or os.environ).get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    listed = [d for d in listed if d]
+    if not listed or not all(d.isdigit() for d in listed):
+        return list(cuda_indices)
+    return [int(listed[i]) for i in cuda_indices]
+
+
 class MemoryPeaks:
     """Each GPU's used device memory at its peak while a problem is judged on it, read from
     NVML every SAMPLE_S seconds (a spike shorter than that can be missed). Without NVML or a

@@ -345,6 +345,12 @@ def test_a_passed_problem_without_a_speedup_says_why_the_reference_was_not_timed
     assert row["reason"] == (
         "the reference could not be timed on size=262144: the worker ran out of time"
     )
+    # A folder its own eval.py judges (Princeton's cross_entropy) has no reference to time.
+    record["cases"] = [{**timed, "id": "vocab_size=32000"}]
+    own = suite_sweep.Problem("princeton_cross_entropy", "princeton2026/cross_entropy_py")
+    own.own_harness = "eval.py"
+    row = suite_sweep.row_for(own, Answer(record=record, wall_s=3), "benchmark", device=H100)
+    assert row["status"] == "passed" and row["reason"].startswith("judged by its own eval.py")
 
 
 def test_a_terminated_sweep_writes_no_row_for_the_problems_in_flight(tmp_path):
@@ -408,3 +414,15 @@ def test_a_problem_whose_every_case_needs_more_gpus_than_the_sweep_has_is_not_ru
     eight.not_run = "needs 8 GPUs; this sweep has 4 (0,1,2,3)"
     row = suite_sweep.row_for(eight, None, "benchmark", device=H100)
     assert row["status"] == "not_run" and row["reason"].startswith("needs 8 GPUs"), row
+
+
+def test_a_peak_is_read_on_the_gpus_a_process_uses():
+    """NVML numbers a host's GPUs whatever CUDA_VISIBLE_DEVICES says: the evaluator's cuda:0
+    under CUDA_VISIBLE_DEVICES=2 is NVML's GPU 2."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from sweep_lane import nvml_numbers
+
+    assert nvml_numbers([0], {"CUDA_VISIBLE_DEVICES": "2"}) == [2]
+    assert nvml_numbers([0, 1], {"CUDA_VISIBLE_DEVICES": "3, 1"}) == [3, 1]
+    assert nvml_numbers([0, 1], {}) == [0, 1]
+    assert nvml_numbers([0], {"CUDA_VISIBLE_DEVICES": "GPU-5c1e"}) == [0]  # a UUID: as given
