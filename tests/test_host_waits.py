@@ -79,7 +79,11 @@ def test_a_busy_hosts_waits_explain_the_unseen_time():
 def test_the_replys_host_wait_reaches_the_payload():
     payload = {"device_us": 250.0, "wall_us": 257.2}
     reply = types.SimpleNamespace(
-        payload=payload, outside_us=6608.6, elapsed_s=0.0067, host_transport=False
+        payload=payload,
+        outside_us=6608.6,
+        elapsed_s=0.0067,
+        host_transport=False,
+        worker_cpu_us=None,
     )
     assert judged_times(types.SimpleNamespace(**vars(reply), host_wait_us=0.0), 21.0, True)[
         "outside_unseen"

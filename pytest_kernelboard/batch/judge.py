@@ -585,21 +585,16 @@ class BatchJudge:
         timed = [(c, o) for c, o in outcomes if c.kind != TEST and o.passed]
         if self.mode != "benchmark" or not timed or not self.session.use_cuda:
             return [], None
-        judge = evaluation.judge
         case, outcome = timed[0]
-
-        def take() -> list | None:
-            return getattr(judge, "kernel_census", lambda *_: None)(
-                case, self.session.timeout(self.task, case.kind)
-            )
-
-        census = take()
+        kernel_census = getattr(evaluation.judge, "kernel_census", lambda *_: None)
+        timeout = self.session.timeout(self.task, case.kind)
+        census = kernel_census(case, timeout)
         unseen = census_exceeds_timing(census, outcome.timing)
         if unseen:
             # One call's kernel can read slow for the host's reasons: of 100 identical
             # candidates on an H200, one census read a 2.7 ms GEMM at 4.7 ms. Work on a stream
             # the timed interval does not see is there in every call: a second census says.
-            census = take()
+            census = kernel_census(case, timeout)
             unseen = census_exceeds_timing(census, outcome.timing)
         if unseen:  # its kernels ran somewhere the timed interval did not see: not fast, failed
             outcome.status, outcome.message = "failed", unseen

@@ -67,7 +67,7 @@ def judged_times(reply: Any, round_trip: float, use_cuda: bool) -> dict[str, Any
             waited,
             payload.get("pre_us"),
             payload.get("post_us"),
-            getattr(reply, "worker_cpu_us", None),
+            reply.worker_cpu_us,
         )
     )
     payload["outside_unseen"] = unseen

@@ -197,9 +197,11 @@ class HostWaitMeter:
         self._reader = TreeReader()
         self._tree: list[TreeSnapshot | None] = []
         self._judge: list[ThreadTimes | None] = []
+        self._ran: float | None = None
 
     def start(self) -> None:
         self._tree, self._judge = [self._reader.snapshot(self.worker_pid)], []
+        self._ran = None  # ran_us(), read once per request
 
     def sent(self) -> None:
         self._judge = [thread_times()]
@@ -211,9 +213,10 @@ class HostWaitMeter:
     def ran_us(self) -> float | None:
         """Microseconds of CPU the worker's process tree ran during the last request, read from
         below (None where that cannot be told): the judge's own measure, for its messages."""
-        if len(self._tree) != 2 or self._tree[0] is None or self._tree[1] is None:
-            return None
-        return ran_between(self._tree[0], self._tree[1])
+        tree = self._tree
+        if self._ran is None and len(tree) == 2 and tree[0] is not None and tree[1] is not None:
+            self._ran = ran_between(tree[0], tree[1])
+        return self._ran
 
     def explained_us(self, wall_us: float) -> float:
         """Microseconds of the request the busy host explains (0 where it cannot be told)."""
