@@ -137,8 +137,12 @@ def test_the_reference_workers_are_dealt_across_the_judges():
         dealt = [reference_share.shared_workers(k, judges) for k in range(judges)]
         assert sorted(w for share in dealt for w in share) == list(range(REFERENCE_WORKERS))
         assert max(map(len, dealt)) == math.ceil(REFERENCE_WORKERS / judges)
-    assert reference_share.shared_workers(1, 2) == [1, 3]
-    assert reference_share.shared_workers(6, 8) == []
+        # the first judges get the first candidates (fanout deals from slot 0): fewest workers
+        assert [len(share) for share in dealt] == sorted(len(share) for share in dealt)
+    assert reference_share.shared_workers(0, 2) == [1, 3]
+    assert reference_share.shared_workers(1, 2) == [0, 2, 4]
+    assert reference_share.shared_workers(0, 4) == [3]
+    assert reference_share.shared_workers(1, 8) == []
 
 
 def timing(rank_us: float) -> dict:
@@ -150,10 +154,10 @@ def test_the_parent_combines_the_shares_as_one_judge_would():
     combiner = fanout._Combiner(2)
     share = {"type": "reference_share", "case": "k", "label": "addone (reference)"}
     first = {**share, "workers": [1, 3], "timings": [timing(times[1]), timing(times[3])]}
-    assert combiner.add(1, first, None) == []  # judge 0's share is still out
+    assert combiner.add(0, first, None) == []  # judge 1's share is still out
     progress = Lines()
     rest = {**share, "workers": [0, 2, 4], "timings": [timing(times[i]) for i in (0, 2, 4)]}
-    (message,) = combiner.add(0, rest, progress)
+    (message,) = combiner.add(1, rest, progress)
     expected, relative_spread = combined_workers([timing(t) for t in times])
     assert message == {"type": "reference", "case": "k", "timing": expected}
     assert expected["rank_us"] == 150.0 and expected["rank_us_by_worker"] == times
@@ -164,15 +168,15 @@ def test_the_parent_combines_the_shares_as_one_judge_would():
 def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
     combiner = fanout._Combiner(2)
     share = {"type": "reference_share", "case": "k", "label": "x"}
-    combiner.add(0, {**share, "workers": [0, 2, 4], "error": "worker crashed"}, None)
-    (failed,) = combiner.add(1, {**share, "workers": [1, 3], "timings": [timing(1)] * 2}, None)
+    combiner.add(1, {**share, "workers": [0, 2, 4], "error": "worker crashed"}, None)
+    (failed,) = combiner.add(0, {**share, "workers": [1, 3], "timings": [timing(1)] * 2}, None)
     assert failed == {"type": "reference", "case": "k", "error": "worker crashed"}
-    assert fanout._Combiner(8).end(6, 6) == []  # a judge with no share of it
+    assert fanout._Combiner(8).end(1, 1) == []  # a judge with no share of it
     (broken,) = fanout._Combiner(2).end(1, 3)
     assert broken["case"] is None and "GPU 3 ended" in broken["error"]
 
     sent = []
-    judge = reference_share.ReferenceShare(1, 2, sent.append)
+    judge = reference_share.ReferenceShare(0, 2, sent.append)
     judge.deliver({"type": "reference", "case": "a", "timing": timing(5.0)})
     judge.deliver(broken)
     assert judge.combined("a") == timing(5.0)  # combined before the judge ended: kept

@@ -10,13 +10,14 @@ ways, a line is one JSON object whose "type" says what it is:
                       reference         {"case": KEY, "timing": {...}} or {"case", "error"};
                                         "case": null fails every case not yet sent
     judge -> parent   record            {"record": {...}}, one per candidate, in the order sent
-                      reference_share   {"case": KEY, "label", "workers": [k, k+N, ...],
+                      reference_share   {"case": KEY, "label", "workers": [N-1-K, ...],
                                         "timings": [one per worker]} or {"case", "error"}
                       phase             where the judge's time went (shown as progress)
 
-The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers
-Judge K of N times the workers K, K+N, ... of them once its first candidate has imported,
-while the next ones import; the parent combines the five as one judge would
+The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers.
+Judge K of N times the workers N-1-K, 2N-1-K, ... of them (the first judges, dealt the first
+candidates, time the fewest) once its first candidate has imported, while the next ones
+import; the parent combines the five as one judge would
 (between_workers.combined_workers: the median worker's timing, its interval widened by their spread)
 and sends the result to every judge, so a candidate's speedup does not depend on which GPU
 judged it, and the reference costs each GPU a fifth to a half of what it cost it alone. The

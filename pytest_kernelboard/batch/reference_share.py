@@ -25,9 +25,12 @@ CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
 
 
 def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> list[int]:
-    """Which of the reference's `total` workers judge `judge` of `judges` times: judge, judge +
-    judges, ...; none for a judge beyond the fifth."""
-    return list(range(judge, total, judges))
+    """Which of the reference's `total` workers judge `judge` of `judges` times: counted from
+    the last judge (the last judge times 0, judges, ...; the one before it 1, 1 + judges, ...),
+    so the first judges, which the parent deals the first candidates to, time the fewest: a
+    one-candidate batch on four GPUs (a sweep's long problem) times its candidate beside one
+    of the reference's workers, not two; none for a judge that more than five precede."""
+    return list(range(judges - 1 - judge, total, judges))
 
 
 class ReferenceShare:
