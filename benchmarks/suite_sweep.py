@@ -4,7 +4,7 @@
     python benchmarks/suite_sweep.py gpumode PROBLEMS [--competition YAML ...] [OPTIONS]
     OPTIONS: [--out DIR] [--gpus 0,1,...|none] [--mode benchmark|test] [--cap S] [--limit N]
              [--only PATTERN ...] [--misses N] [--stop-after S] [--fresh] [--cli]
-             [--candidate-workers K]
+             [--candidate-workers K] [--spread PATTERN ...]
 
 kernelbench: KERNELBENCH is KernelBench's `KernelBench/` folder (level1/, level2/, ...). Each
 level is imported with `kernelboard import kernelbench` in a process of its own, on the CPU
@@ -28,7 +28,11 @@ KernelBench L2 61 read 0.931x [0.912, 0.949] against its reference on an H200, i
 GPU MODE folder, its task.yml's timeout for the mode times the candidate's and the reference's
 workers in benchmark mode, where that is longer (`--cli` runs `kernelboard judge` per problem
 instead, as a user would). Problems whose cases need several GPUs are judged
-last, one at a time, with every GPU.
+last, one at a time, with every GPU; so is each problem --spread names (a name or source
+pattern, as --only), as a batch over every GPU: its candidate timed on one while the
+reference's five workers are dealt across all of them (batch/fanout.py), for a problem too
+long for one GPU's window (GPU MODE's eigh: 13 timed cases of up to 640 eigendecompositions of
+512 x 512 in each of six workers).
 
 Out (--out, default suite-sweep-SUITE/): rows.jsonl, one row per problem as it completes (a
 sweep started again over the same folder judges only the problems without a row; --fresh
@@ -175,6 +179,7 @@ class Problem:
     sources: list[str] = field(default_factory=list)
     # The leaderboard's own timeouts by mode (task.yml), where known before judging.
     timeouts: dict[str, float] = field(default_factory=dict)
+    spread: bool = False  # judged as a batch over every GPU of the sweep (--spread)
 
     def cap_s(self, mode: str, floor_s: float, candidate_workers: int = 1) -> float:
         """How long this problem may be judged: --cap, or longer where its own task.yml gives
@@ -197,21 +202,23 @@ class Problem:
             "id": self.candidate_id,
             "source": self.source_text,
             "lang": "cu" if self.candidate_id.endswith(".cu") else "py",
+            "spread": self.spread,
         }
+
+
+def matches(problem: Problem, patterns: list[str]) -> bool:
+    """Whether a pattern matches the problem's name or source, any case."""
+    return any(
+        fnmatch.fnmatch(text.lower(), pattern.lower())
+        for pattern in patterns
+        for text in (problem.key, problem.source)
+    )
 
 
 def selected(problems: list[Problem], only: list[str], limit: int | None) -> list[Problem]:
     """--only (patterns matching a problem's name or source, any case) and --limit."""
     if only:
-        problems = [
-            p
-            for p in problems
-            if any(
-                fnmatch.fnmatch(text.lower(), pattern.lower())
-                for pattern in only
-                for text in (p.key, p.source)
-            )
-        ]
+        problems = [p for p in problems if matches(p, only)]
     return problems[:limit] if limit is not None else problems
 
 
@@ -602,14 +609,14 @@ class Sweep:
 
     def run(self, problems: list[Problem]) -> None:
         queue: Queue[Problem | None] = Queue()
-        later: list[Problem] = []  # cases over several GPUs: judged last, with every GPU
+        later: list[Problem] = []  # judged last, with every GPU: multi-GPU cases, --spread
         slots = [[gpu] for gpu in self.gpus] if self.gpus else [None]
 
         def ready(problem: Problem) -> None:
             problem.not_run = problem.not_run or self.too_few_gpus(problem)
             if problem.not_run:
                 self.finish(problem, None, None, None)
-            elif problem.world_size > 1 and self.gpus:  # a CPU lane runs any (the CPU cap)
+            elif (problem.world_size > 1 or problem.spread) and self.gpus:  # a CPU lane: any
                 later.append(problem)
             else:
                 queue.put(problem)
@@ -774,6 +781,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"(default {CANDIDATE_WORKERS})",
     )
     parser.add_argument("--cli", action="store_true", help="`kernelboard judge` per problem")
+    parser.add_argument(
+        "--spread",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="judge these problems (name or source) last, each over every GPU: the candidate "
+        "on one, the reference's workers dealt across all",
+    )
     return parser.parse_args(argv)
 
 
@@ -796,6 +811,8 @@ def main(argv: list[str] | None = None) -> int:
         suite.root = out / "repo"
         planned = suite.plan_from(suite.import_into(out / "repo"))
     planned = selected(planned, args.only, args.limit)
+    for problem in planned:
+        problem.spread = matches(problem, args.spread)
     done = {row["problem"] for row in earlier}
     todo = [p for p in planned if p.key not in done]
     sweep = Sweep(

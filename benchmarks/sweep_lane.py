@@ -202,7 +202,7 @@ class CliLane:
         out = folder / "record.jsonl"
         command = [sys.executable, "-m", "pytest_kernelboard.cli", "judge", job["leaderboard"]]
         command += [str(candidate), "--mode", self.mode, "--root", str(self.root)]
-        command += ["--out", str(out)] + (["--gpus", "0"] if self.gpus else [])
+        command += ["--out", str(out)] + (["--gpus", self.visible(job)] if self.gpus else [])
         command += ["--candidate-workers", str(self.candidate_workers)]
         started = time.monotonic()
         with open(self.log, "a") as log:
@@ -226,6 +226,10 @@ class CliLane:
             return Answer(json.loads(lines[0]), wall_s=wall)
         tail = _last_line(self.log)
         return Answer(error=f"kernelboard judge exited {process.returncode}: {tail}", wall_s=wall)
+
+    def visible(self, job: dict[str, Any]) -> str:
+        """--gpus for a job: its lane's first GPU, or all of them for a spread one."""
+        return ",".join(map(str, range(len(self.gpus or ()) if job.get("spread") else 1)))
 
     def close(self) -> None:
         import shutil
@@ -374,6 +378,8 @@ def serve(root: Path, mode: str, candidate_workers: int = 1) -> None:
     gpus = [0] if torch.cuda.is_available() else None  # every visible GPU: a multi-GPU case's
     if gpus:
         torch.cuda.init()
+    # A spread job: one judge process per visible GPU, the reference's workers dealt across them.
+    every_gpu = list(range(torch.cuda.device_count())) if gpus else None
     answers.write(json.dumps({"type": READY}) + "\n")
     for line in sys.stdin:
         job = json.loads(line)
@@ -391,7 +397,7 @@ def serve(root: Path, mode: str, candidate_workers: int = 1) -> None:
                     [candidate],
                     mode=mode,
                     root=root,
-                    gpus=gpus,
+                    gpus=every_gpu if job.get("spread") else gpus,
                     progress=Logged(),
                     candidate_workers=candidate_workers,
                 )

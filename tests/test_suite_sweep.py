@@ -426,3 +426,51 @@ def test_a_peak_is_read_on_the_gpus_a_process_uses():
     assert nvml_numbers([0, 1], {"CUDA_VISIBLE_DEVICES": "3, 1"}) == [3, 1]
     assert nvml_numbers([0, 1], {}) == [0, 1]
     assert nvml_numbers([0], {"CUDA_VISIBLE_DEVICES": "GPU-5c1e"}) == [0]  # a UUID: as given
+
+
+def test_a_spread_problem_is_judged_last_over_every_gpu_of_the_sweep(tmp_path, monkeypatch):
+    """--spread: a problem too long for one GPU's window (GPU MODE's eigh) waits for the
+    one-GPU lanes to finish, then goes to the lane that holds every GPU, its job saying to
+    spread it (the lane judges it as a batch over every GPU it sees)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import suite_sweep
+    from sweep_lane import Answer, CliLane
+
+    judged: list[tuple[list[int] | None, dict]] = []
+
+    class Recorded:
+        def __init__(self, gpus):
+            self.gpus = gpus
+
+        def judge(self, job, cap_s):
+            judged.append((self.gpus, job))
+            return Answer(error="recorded")
+
+        def close(self):
+            pass
+
+    eigh = suite_sweep.Problem("eigh", "linalg/eigh_py", candidate_id="submission.py")
+    qr = suite_sweep.Problem("qr", "linalg/qr_py", candidate_id="submission.py")
+
+    class Suite:
+        def prepare(self, problems, root, ready):
+            for problem in problems:
+                ready(problem)
+
+        def stop(self):
+            pass
+
+    sweep = suite_sweep.Sweep(Suite(), tmp_path, "benchmark", 300.0, [0, 1, 2, 3])
+    monkeypatch.setattr(sweep, "lane", lambda gpus, name: Recorded(gpus))
+    for problem in (eigh, qr):
+        problem.spread = suite_sweep.matches(problem, ["EIGH*"])
+    sweep.run([eigh, qr])
+    (one_gpu, first), (every_gpu, last) = judged
+    assert first["problem"] == "qr" and not first["spread"] and len(one_gpu) == 1
+    assert last["problem"] == "eigh" and last["spread"] and every_gpu == [0, 1, 2, 3]
+    assert [row["problem"] for row in sweep.rows] == ["qr", "eigh"]
+
+    # `kernelboard judge` per problem (--cli): a spread job names every GPU of its lane.
+    cli = CliLane(tmp_path, "benchmark", [0, 1, 2, 3], tmp_path / "cli.log")
+    assert cli.visible({"spread": True}) == "0,1,2,3" and cli.visible({"spread": False}) == "0"
+    cli.close()
