@@ -19,6 +19,7 @@ from pytest_kernelboard.batch import (
     load_candidates,
     record_schema,
 )
+from pytest_kernelboard.batch.turns import GpuTurns
 
 GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
 CANDIDATES = {
@@ -407,9 +408,67 @@ def test_a_census_that_disagrees_with_the_timing_is_taken_once_more(tmp_path, ce
         profile=False,
         task=None,
         session=SimpleNamespace(use_cuda=True, timeout=lambda task, kind: 60.0),
+        turns=GpuTurns(),
     )
     outcome = CaseOutcome("passed", timing={"rank_us": 2727.9})
     BatchJudge._census(judge, evaluation, [(Case(BENCHMARK, 0, {"seed": 1}), outcome)])
     assert (outcome.status == "failed") is fails
     assert ("ran outside the timed stream" in outcome.message) is fails
     assert taken == []  # as many censuses as it took to decide
+
+
+def test_a_candidate_without_a_passed_timed_case_takes_no_census_turn():
+    """A candidate that failed (or hung) ahead has no census to take: it does not wait for
+    the device, where the next candidates' correctness calls hold it (a hanging one's until
+    its timeout: 10 s of a mixed batch, twice)."""
+    import threading
+    from types import SimpleNamespace
+
+    from pytest_kernelboard.batch.judge import BatchJudge
+    from pytest_kernelboard.judge.core import CaseOutcome
+    from pytest_kernelboard.spec.cases import BENCHMARK, TEST, Case
+
+    turns = GpuTurns()
+    held, release = threading.Event(), threading.Event()
+
+    def hanging_correctness_call() -> None:
+        with turns.shared():
+            held.set()
+            release.wait(30)
+
+    other = threading.Thread(target=hanging_correctness_call)
+    other.start()
+    held.wait(5)
+    census = SimpleNamespace(judge=SimpleNamespace(kernel_census=lambda *_: [("k", 1.0)]))
+    judge = SimpleNamespace(
+        mode="benchmark",
+        session=SimpleNamespace(use_cuda=True, timeout=lambda task, kind: 60.0),
+        task=None,
+        turns=turns,
+    )
+    failed = [
+        (Case(TEST, 0, {"seed": 1}), CaseOutcome("failed")),
+        (Case(BENCHMARK, 0, {"seed": 2}), CaseOutcome("failed")),
+    ]
+    answered: list = []
+    asking = threading.Thread(
+        target=lambda: answered.append(BatchJudge._census(judge, census, failed))
+    )
+    asking.start()
+    asking.join(5)
+    assert answered == [([], None)], "the census of a failed candidate waited for the device"
+
+    # A passed one's census does wait: the device is its alone while its kernels are counted.
+    passed = [(Case(BENCHMARK, 0, {"seed": 2}), CaseOutcome("passed", timing={"rank_us": 2.0}))]
+    census.ref = SimpleNamespace(path=Path(__file__))
+    judge.profile = False
+    asking = threading.Thread(
+        target=lambda: answered.append(BatchJudge._census(judge, census, passed))
+    )
+    asking.start()
+    asking.join(0.5)
+    assert asking.is_alive() and len(answered) == 1, "the census ran beside a correctness call"
+    release.set()
+    asking.join(5)
+    other.join(5)
+    assert len(answered) == 2

@@ -404,7 +404,7 @@ class BatchJudge:
                 with clock.phase("turn"):  # the correctness calls in flight return first
                     turn.enter_context(self.turns.exclusive())
                 outcomes.append((case, self._timed_case(evaluation, case, made, clock, others)))
-        with clock.phase("census"), self.turns.exclusive():
+        with clock.phase("census"):
             extra_flags, profile = self._census(evaluation, outcomes)
         record_started = time.perf_counter()
         self.session.recorder.forget(self.task, evaluation.ref)  # the batch keeps no documents
@@ -581,21 +581,26 @@ class BatchJudge:
     ) -> tuple[list[Flag], dict[str, Any] | None]:
         """In benchmark mode on a GPU: the kernels one call of the first timed case launches.
         Only library kernels is a flag; with --profile the record gets the longest ones and
-        each timed case's share of peak bandwidth."""
+        each timed case's share of peak bandwidth. The device is taken for it only when there
+        is a passed timed case to take it of: a candidate that failed took no turn, where it
+        had waited for the next candidates' correctness calls, a hanging one's to its timeout
+        (10 s of a 100-candidate mixed batch's 100, twice)."""
         timed = [(c, o) for c, o in outcomes if c.kind != TEST and o.passed]
         if self.mode != "benchmark" or not timed or not self.session.use_cuda:
             return [], None
         case, outcome = timed[0]
         kernel_census = getattr(evaluation.judge, "kernel_census", lambda *_: None)
         timeout = self.session.timeout(self.task, case.kind)
-        census = kernel_census(case, timeout)
-        unseen = census_exceeds_timing(census, outcome.timing)
-        if unseen:
-            # One call's kernel can read slow for the host's reasons: of 100 identical
-            # candidates on an H200, one census read a 2.7 ms GEMM at 4.7 ms. Work on a stream
-            # the timed interval does not see is there in every call: a second census says.
+        with self.turns.exclusive():
             census = kernel_census(case, timeout)
             unseen = census_exceeds_timing(census, outcome.timing)
+            if unseen:
+                # One call's kernel can read slow for the host's reasons: of 100 identical
+                # candidates on an H200, one census read a 2.7 ms GEMM at 4.7 ms. Work on a
+                # stream the timed interval does not see is there in every call: a second
+                # census says.
+                census = kernel_census(case, timeout)
+                unseen = census_exceeds_timing(census, outcome.timing)
         if unseen:  # its kernels ran somewhere the timed interval did not see: not fast, failed
             outcome.status, outcome.message = "failed", unseen
             outcome.implausible_timing = True
