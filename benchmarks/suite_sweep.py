@@ -4,7 +4,7 @@
     python benchmarks/suite_sweep.py gpumode PROBLEMS [--competition YAML ...] [OPTIONS]
     OPTIONS: [--out DIR] [--gpus 0,1,...|none] [--mode benchmark|test] [--cap S] [--limit N]
              [--only PATTERN ...] [--misses N] [--stop-after S] [--fresh] [--cli]
-             [--candidate-workers K] [--spread PATTERN ...]
+             [--candidate-workers K] [--reference-workers R] [--spread PATTERN ...]
 
 kernelbench: KERNELBENCH is KernelBench's `KernelBench/` folder (level1/, level2/, ...). Each
 level is imported with `kernelboard import kernelbench` in a process of its own, on the CPU
@@ -75,7 +75,10 @@ sys.path.insert(0, str(REPO))
 
 from sweep_lane import Answer, CliLane, Lane, MemoryPeaks, child_env  # noqa: E402
 
-from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS  # noqa: E402
+from pytest_kernelboard.batch.reference_share import (  # noqa: E402
+    MIN_REFERENCE_WORKERS,
+    REFERENCE_WORKERS,
+)
 from pytest_kernelboard.importers.kernelbench import (  # noqa: E402
     leaderboard_name,
     problem_files,
@@ -180,6 +183,7 @@ class Problem:
     # The leaderboard's own timeouts by mode (task.yml), where known before judging.
     timeouts: dict[str, float] = field(default_factory=dict)
     spread: bool = False  # judged as a batch over every GPU of the sweep (--spread)
+    reference_workers: int = REFERENCE_WORKERS  # fresh workers timing its reference
 
     def cap_s(self, mode: str, floor_s: float, candidate_workers: int = 1) -> float:
         """How long this problem may be judged: --cap, or longer where its own task.yml gives
@@ -187,7 +191,7 @@ class Problem:
         workers gets as much): the cap catches a judge that hangs, not a slow run the judge's
         limits allow."""
         own = self.timeouts.get(mode, 0.0)
-        runs = candidate_workers + REFERENCE_WORKERS if mode == "benchmark" else 1
+        runs = candidate_workers + self.reference_workers if mode == "benchmark" else 1
         return max(floor_s, own * runs)
 
     def hardware_note(self, error: str, device: Device) -> str | None:
@@ -203,6 +207,7 @@ class Problem:
             "source": self.source_text,
             "lang": "cu" if self.candidate_id.endswith(".cu") else "py",
             "spread": self.spread,
+            "reference_workers": self.reference_workers,
         }
 
 
@@ -782,6 +787,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cli", action="store_true", help="`kernelboard judge` per problem")
     parser.add_argument(
+        "--reference-workers",
+        type=int,
+        default=REFERENCE_WORKERS,
+        metavar="R",
+        help=f"time each problem's reference in R fresh workers (default {REFERENCE_WORKERS}, "
+        "at least 3)",
+    )
+    parser.add_argument(
         "--spread",
         nargs="+",
         default=[],
@@ -800,6 +813,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         rows_path.unlink(missing_ok=True)
     earlier = read_rows(rows_path)
+    if args.reference_workers < MIN_REFERENCE_WORKERS:
+        print(
+            f"suite_sweep: --reference-workers: at least {MIN_REFERENCE_WORKERS}, "
+            f"got {args.reference_workers}",
+            file=sys.stderr,
+        )
+        return 2
     if not args.path.is_dir():
         print(f"suite_sweep: {args.path}: no such folder", file=sys.stderr)
         return 2
@@ -813,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     planned = selected(planned, args.only, args.limit)
     for problem in planned:
         problem.spread = matches(problem, args.spread)
+        problem.reference_workers = args.reference_workers
     done = {row["problem"] for row in earlier}
     todo = [p for p in planned if p.key not in done]
     sweep = Sweep(

@@ -3,10 +3,11 @@
     python benchmarks/sweep_lane.py ROOT MODE     (started by suite_sweep.py, one per GPU)
 
 A lane is a process that imports torch and the batch judge once, then judges one problem at a
-time: it reads a job per line on stdin ({"problem", "leaderboard", "id", "source", "lang"}) and
-answers it with one line ({"problem", "record"} or {"problem", "error"}) from `judge_many` on
-the GPU its CUDA_VISIBLE_DEVICES names (every GPU named there, for a multi-GPU problem's
-ranks). A problem then costs its judging, not a Python, torch and CUDA start-up: on the 2-core
+time: it reads a job per line on stdin ({"problem", "leaderboard", "id", "source", "lang",
+"spread", "reference_workers"}) and answers it with one line ({"problem", "record"} or
+{"problem", "error"}) from `judge_many` on the first GPU its CUDA_VISIBLE_DEVICES names (every
+GPU named there for a multi-GPU problem's ranks, or, for a spread job, one judge process on
+each). A problem then costs its judging, not a Python, torch and CUDA start-up: on the 2-core
 CPU machine, KernelBench's first ten level 1 problems took 0.3 - 0.4 s each in a lane in test
 mode (its first 2.9 s), and 6.5 - 8.6 s each as a fresh `kernelboard judge`. After each
 problem the lane lets go of what it cached and checks that its CUDA context still works (the
@@ -36,6 +37,7 @@ from pathlib import Path
 from queue import Empty, Queue
 from typing import IO, Any
 
+from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
 from pytest_kernelboard.supervisor import proctree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -204,6 +206,7 @@ class CliLane:
         command += [str(candidate), "--mode", self.mode, "--root", str(self.root)]
         command += ["--out", str(out)] + (["--gpus", self.visible(job)] if self.gpus else [])
         command += ["--candidate-workers", str(self.candidate_workers)]
+        command += ["--reference-workers", str(job.get("reference_workers", REFERENCE_WORKERS))]
         started = time.monotonic()
         with open(self.log, "a") as log:
             log.write(f"--- {job['problem']}: {' '.join(command)}\n")
@@ -400,6 +403,7 @@ def serve(root: Path, mode: str, candidate_workers: int = 1) -> None:
                     gpus=every_gpu if job.get("spread") else gpus,
                     progress=Logged(),
                     candidate_workers=candidate_workers,
+                    reference_workers=job.get("reference_workers", REFERENCE_WORKERS),
                 )
             )
             answer["record"] = records[0]

@@ -205,6 +205,15 @@ def test_the_command_streams_jsonl_and_ends_with_fast_p(tmp_path, core_repo):
     assert bad.returncode == 2
     assert "unknown leaderboard 'nope'" in bad.stderr
     assert "Traceback" not in bad.stderr
+    too_few = subprocess.run(
+        [sys.executable, "-m", "pytest_kernelboard.cli", "judge", "addone", str(folder)]
+        + ["--root", str(core_repo), "--reference-workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert too_few.returncode == 2 and "Traceback" not in too_few.stderr
+    assert "--reference-workers: expected a whole number of at least 3, got '2'" in too_few.stderr
 
 
 def test_a_time_that_cannot_be_the_calls_is_implausible_timing_whatever_its_message():
@@ -266,26 +275,47 @@ def test_the_command_shows_the_cores_progress_lines(monkeypatch, capsys):
     monkeypatch.setattr(cli, "load_candidates", lambda paths: [])
     args = argparse.Namespace(candidates=[], out=None, root=None, ray=None, leaderboard="addone")
     args.mode, args.gpus, args.excessive_speedup, args.profile = "benchmark", None, 10.0, False
-    args.candidate_workers = 1
+    args.candidate_workers, args.reference_workers = 1, 5
     assert cli.run(args) == 0
     assert "addone benchmark[n=4] (reference): 1.00 us" in capsys.readouterr().err
 
 
-def test_candidate_workers_reach_every_gpus_judge(tmp_path):
-    """`--candidate-workers` goes with the candidates to each GPU's judge process: on a CPU
-    machine two named 'GPUs' are two judge processes, each timing its candidate's case in two
-    fresh workers, which the record lists."""
+def test_candidate_and_reference_workers_reach_every_gpus_judge(tmp_path):
+    """`--candidate-workers` and `--reference-workers` go to each GPU's judge process: on a
+    CPU machine two named 'GPUs' are two judge processes, each timing its candidate's case in
+    two fresh workers, which the record lists, and its share of the reference's three."""
+    import re
     import shutil
+
+    from pytest_kernelboard.evaluation.progress import Progress
+
+    class Lines(Progress):
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def phase(self, label: str, line: str) -> None:
+            self.lines.append(line)
 
     root = tmp_path / "repo"
     shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
     good = "def custom_kernel(data):\n    x, out = data\n    return out.copy_(x + 1)\n"
     candidates = [Candidate("a.py", good), Candidate("b.py", good)]
+    progress = Lines()
     records = list(
         judge_many(
-            "addone", candidates, mode="benchmark", root=root, gpus=[0, 1], candidate_workers=2
+            "addone",
+            candidates,
+            mode="benchmark",
+            root=root,
+            gpus=[0, 1],
+            candidate_workers=2,
+            reference_workers=3,
+            progress=progress,
         )
     )
+    shares = [re.search(r"its workers ([\d, ]+) of (\d+)\)", line) for line in progress.lines]
+    shares = [found.groups() for found in shares if found]
+    assert sorted(shares) == [("0, 2", "3"), ("1", "3")], progress.lines
     for record in records:
         assert record["status"] == "passed", record["message"]
         (case,) = [c for c in record["cases"] if c["kind"] == "benchmark"]
@@ -344,10 +374,11 @@ def test_a_case_whose_reference_cannot_be_timed_says_why_in_its_record(core_repo
     jsonschema.validate(record, record_schema())
 
 
-def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch):
-    """The reference is timed in five fresh workers on a leaderboard of three timed cases: each
-    worker times all three, one after another, as the candidate's one worker does, so five
-    workers start for the reference in all, not one per case and worker."""
+@pytest.mark.parametrize("reference_workers", [None, 3])
+def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch, reference_workers):
+    """The reference is timed in five fresh workers (or as many as asked for) on a leaderboard
+    of three timed cases: each worker times all three, one after another, as the candidate's one
+    worker does, so five workers start for the reference in all, not one per case and worker."""
     from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
     from pytest_kernelboard.judge.core import SubmissionJudge
 
@@ -366,15 +397,16 @@ def test_the_reference_s_workers_each_time_every_case(core_repo, monkeypatch):
         return measured
 
     monkeypatch.setattr(SubmissionJudge, "time_case", recording)
+    asked = {"reference_workers": reference_workers} if reference_workers else {}
     (record,) = judge_many(
-        "addone", [Candidate("a.py", GOOD)], mode="benchmark", root=core_repo, gpus=[]
+        "addone", [Candidate("a.py", GOOD)], mode="benchmark", root=core_repo, gpus=[], **asked
     )
     assert record["status"] == "passed", record["message"]
     timed = [case for case in record["cases"] if case["kind"] == "benchmark"]
     assert len(timed) == 3 and all(case["reference_us"] for case in timed)
     assert len(workers_by_case) == 3
     pids = list(workers_by_case.values())
-    assert all(len(set(each)) == REFERENCE_WORKERS for each in pids)
+    assert all(len(set(each)) == (reference_workers or REFERENCE_WORKERS) for each in pids)
     assert pids[0] == pids[1] == pids[2]  # the same five workers, in the same order
 
 

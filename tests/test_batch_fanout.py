@@ -143,6 +143,11 @@ def test_the_reference_workers_are_dealt_across_the_judges():
     assert reference_share.shared_workers(1, 2) == [0, 2, 4]
     assert reference_share.shared_workers(0, 4) == [3]
     assert reference_share.shared_workers(1, 8) == []
+    # Three of the reference's workers over four GPUs (a sweep's long problem, one candidate):
+    # the first judge, which gets the candidate, times none of them.
+    assert [reference_share.shared_workers(k, 4, 3) for k in range(4)] == [[], [2], [1], [0]]
+    assert fanout._Combiner(4, 3).dealt == {1, 2, 3}
+    assert reference_share.ReferenceShare(3, 4, print, 3).total == 3
 
 
 def timing(rank_us: float) -> dict:

@@ -15,6 +15,7 @@ from ..evaluation.progress import Progress
 from .candidates import load_candidates
 from .judge import MODES, judge_many
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
+from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS
 
 # What a record's summary line keeps of it: what fast_p and "faster" are decided by.
 SUMMARY_KEYS = ("mode", "correct", "speedup", "speedup_ci95", "tied")
@@ -112,6 +113,7 @@ def _records(
         progress=progress,
         profile=args.profile,
         candidate_workers=args.candidate_workers,
+        reference_workers=args.reference_workers,
     )
 
 
@@ -120,6 +122,18 @@ def _gpus(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1 — got {text!r}") from None
+
+
+def _reference_workers(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < MIN_REFERENCE_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at least {MIN_REFERENCE_WORKERS}, got {text!r}"
+        )
+    return count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -174,6 +188,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="time every timed case of a candidate in K fresh workers, combined as the "
         "reference's are (default 1; a case whose calls were host-bound always gets the "
         "reference's count)",
+    )
+    parser.add_argument(
+        "--reference-workers",
+        type=_reference_workers,
+        default=REFERENCE_WORKERS,
+        metavar="R",
+        help=f"time the reference on every case in R fresh workers (default {REFERENCE_WORKERS}; "
+        f"at least {MIN_REFERENCE_WORKERS}): fewer cost less, their spread widens every "
+        "speedup's interval more",
     )
     parser.add_argument(
         "--profile",

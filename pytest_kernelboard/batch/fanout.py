@@ -69,9 +69,19 @@ def judge_on_gpus(
     profile: bool = False,
     progress: Progress | None = None,
     candidate_workers: int = 1,
+    reference_workers: int = REFERENCE_WORKERS,
 ) -> Iterator[dict[str, Any]]:
     """One batch on judge processes started for it and stopped after it."""
-    judges = GpuJudges(leaderboard, mode, root, gpus, excessive_speedup, profile, candidate_workers)
+    judges = GpuJudges(
+        leaderboard,
+        mode,
+        root,
+        gpus,
+        excessive_speedup,
+        profile,
+        candidate_workers,
+        reference_workers=reference_workers,
+    )
     try:
         yield from judges.judge(candidates, progress)
     finally:
@@ -93,6 +103,7 @@ class GpuJudges:
         profile: bool = False,
         candidate_workers: int = 1,
         cpu_sets: Sequence[frozenset[int]] | None = None,
+        reference_workers: int = REFERENCE_WORKERS,
     ) -> None:
         """cpu_sets: the CPUs each judge (and its workers) may use, one set per GPU group;
         default: the CPUs this process may use, split between the judges (cpu_sets.py)."""
@@ -119,6 +130,7 @@ class GpuJudges:
                     ]
                     + ["--share", f"{slot}/{len(self.gpus)}"]
                     + ["--candidate-workers", str(candidate_workers)]
+                    + ["--reference-workers", str(reference_workers)]
                     + (["--profile"] if profile else []),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -130,7 +142,7 @@ class GpuJudges:
             # Pinned as it starts, before torch or any worker: all it starts inherits the set.
             pin_process(self.processes[-1].pid, self.cpu_sets[slot])
         self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
-        self.combiner = _Combiner(len(self.processes))
+        self.combiner = _Combiner(len(self.processes), reference_workers)
         self.ended: set[int] = set()
         self.broken = False  # a batch ended with candidates in flight: no further batch
         self._sent = 0  # candidates handed to this set of judges so far, every batch
@@ -250,8 +262,8 @@ class _Combiner:
     """The parent's side of the shared reference: each case's shares, combined into one timing
     once every judge with workers of it has sent its share."""
 
-    def __init__(self, judges: int):
-        self.dealt = {j for j in range(judges) if shared_workers(j, judges)}
+    def __init__(self, judges: int, total: int = REFERENCE_WORKERS):
+        self.dealt = {j for j in range(judges) if shared_workers(j, judges, total)}
         self.cases: dict[str, dict[str, Any]] = {}
         self.broken: str | None = None  # why no further case can be combined
 
@@ -301,7 +313,8 @@ def phase_line(message: dict[str, Any]) -> str:
     if message["phase"] == "reference":
         workers = ", ".join(str(w) for w in message["workers"])
         return (
-            f"timed its share of the reference (its workers {workers} of {REFERENCE_WORKERS}) "
+            f"timed its share of the reference (its workers {workers} of "
+            f"{message.get('of', REFERENCE_WORKERS)}) "
             f"on {message['cases']} case(s) in {message['reference_s']:.1f} s"
             + reference_parts_note(message.get("parts") or {})
         )

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from .candidates import Candidate
 from .judge import BatchJudge, find_task
-from .reference_share import CANDIDATE, RECORD, REFERENCE, ReferenceShare
+from .reference_share import CANDIDATE, RECORD, REFERENCE, REFERENCE_WORKERS, ReferenceShare
 
 
 def _route(lines: IO[str], candidates: Queue[Candidate | None], share: ReferenceShare) -> None:
@@ -35,12 +35,16 @@ def _route(lines: IO[str], candidates: Queue[Candidate | None], share: Reference
 
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
-    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W] [--profile]"""
+    argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W]
+    [--reference-workers R] [--profile]"""
     leaderboard, mode, root, excessive = argv[:4]
     judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
-    workers = (
-        int(argv[argv.index("--candidate-workers") + 1]) if "--candidate-workers" in argv else 1
-    )
+
+    def count(flag: str, default: int) -> int:
+        return int(argv[argv.index(flag) + 1]) if flag in argv else default
+
+    workers = count("--candidate-workers", 1)
+    reference_workers = count("--reference-workers", REFERENCE_WORKERS)
     # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
     # C code, a worker started from here) writes to stderr.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -53,7 +57,7 @@ def main(argv: list[str]) -> int:
             out.write(json.dumps(message) + "\n")
             out.flush()
 
-    share = ReferenceShare(judge_index, judges, send)
+    share = ReferenceShare(judge_index, judges, send, reference_workers)
     arrived: Queue[Candidate | None] = Queue()
     threading.Thread(target=_route, args=(sys.stdin, arrived, share), daemon=True).start()
     task, root_path = find_task(leaderboard, Path(root))
@@ -65,6 +69,7 @@ def main(argv: list[str]) -> int:
         profile="--profile" in argv,
         reference_share=share,
         candidate_workers=workers,
+        reference_workers=reference_workers,
     )
 
     def incoming() -> Iterator[Candidate]:

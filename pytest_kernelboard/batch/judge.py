@@ -58,7 +58,7 @@ from .depth import PREFETCH
 from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
-from .reference_share import REFERENCE_WORKERS, ReferenceShare
+from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS, ReferenceShare
 from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
@@ -102,6 +102,7 @@ def judge_many(
     progress: Progress | None = None,
     profile: bool = False,
     candidate_workers: int = 1,
+    reference_workers: int = REFERENCE_WORKERS,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready record per candidate (schema: records.record_schema()), in the order
     given, each as soon as it and the ones before it are judged.
@@ -110,7 +111,13 @@ def judge_many(
     profile: records carry the longest kernels of a timed call and each case's speed of light.
     candidate_workers: every timed case of a candidate timed in this many fresh workers and
     combined as the reference's are (default 1: one worker, more only where host-bound).
+    reference_workers: the fresh workers the reference is timed in on each case (default 5;
+    3 at the least, so that their spread has two degrees of freedom).
     """
+    if reference_workers < MIN_REFERENCE_WORKERS:
+        raise ValueError(
+            f"reference_workers: at least {MIN_REFERENCE_WORKERS}, got {reference_workers}"
+        )
     check_mode(mode)
     task, root = find_task(leaderboard, root)
     candidates = list(candidates)
@@ -124,6 +131,7 @@ def judge_many(
             progress,
             profile=profile,
             candidate_workers=candidate_workers,
+            reference_workers=reference_workers,
         )
         try:
             yield from judge.judge(candidates)
@@ -143,6 +151,7 @@ def judge_many(
         profile,
         progress,
         candidate_workers,
+        reference_workers,
     )
 
 
@@ -188,6 +197,7 @@ class BatchJudge:
         profile: bool = False,
         reference_share: ReferenceShare | None = None,
         candidate_workers: int = 1,
+        reference_workers: int = REFERENCE_WORKERS,
     ):
         """reference_share: this judge is one of several GPUs' (fanout.py); it times its share
         of the reference's workers and takes the combined timing from the parent."""
@@ -200,7 +210,7 @@ class BatchJudge:
             mode,
             root,
             progress=progress,
-            reference_workers=REFERENCE_WORKERS,
+            reference_workers=reference_workers,
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
         )
@@ -471,7 +481,7 @@ class BatchJudge:
             return 0  # a multi-GPU case's reference runs in rank groups, not spare workers
         if not self._unsettled_cases():
             return 0
-        workers = len(share.workers) if share is not None else REFERENCE_WORKERS
+        workers = len(share.workers) if share is not None else self.session.reference_workers
         return min(workers, self.session.pool.spares)
 
     def _unsettled_cases(self) -> list[Case]:
@@ -523,7 +533,12 @@ class BatchJudge:
             self.session.pool.expect(0)
         if cases and share.workers:
             share.report(
-                "reference", cases=len(cases), workers=share.workers, parts=parts, **self.account
+                "reference",
+                cases=len(cases),
+                workers=share.workers,
+                of=share.total,
+                parts=parts,
+                **self.account,
             )
 
     def _reference_timing(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
@@ -568,8 +583,9 @@ class BatchJudge:
         assert self.reference_share is not None
         key = reference_key(case)
         if key not in self._shared_keys:  # not a shared case (none is expected): timed here
-            self.account["reference_workers"] += REFERENCE_WORKERS
-            return combined_workers(self.session.time_reference(task, case, REFERENCE_WORKERS))[0]
+            workers = self.session.reference_workers
+            self.account["reference_workers"] += workers
+            return combined_workers(self.session.time_reference(task, case, workers))[0]
         started = time.perf_counter()
         try:
             return self.reference_share.combined(key)

@@ -15,6 +15,7 @@ from ..results.reference_runs import ReferenceUnavailable
 # their spread widens each candidate's interval (stats/between_workers.py). Five give the
 # spread four degrees of freedom (t = 2.78; three would give two, t = 4.30).
 REFERENCE_WORKERS = 5
+MIN_REFERENCE_WORKERS = 3  # fewer leave their spread one degree of freedom (t = 12.7)
 CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
     "candidate",
     "record",
@@ -37,8 +38,15 @@ class ReferenceShare:
     """A GPU judge's side of the shared reference: which of its workers this judge times, and
     the combined timings the parent sends back."""
 
-    def __init__(self, judge: int, judges: int, send: Callable[[dict[str, Any]], None]):
-        self.workers = shared_workers(judge, judges)
+    def __init__(
+        self,
+        judge: int,
+        judges: int,
+        send: Callable[[dict[str, Any]], None],
+        total: int = REFERENCE_WORKERS,
+    ):
+        self.workers = shared_workers(judge, judges, total)
+        self.total = total  # the reference's workers in all, every judge's
         self._send = send
         self._combined: dict[str, dict[str, Any]] = {}
         self._failed: str | None = None  # every case not yet combined fails with this
