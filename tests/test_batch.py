@@ -504,3 +504,69 @@ def test_a_candidate_without_a_passed_timed_case_takes_no_census_turn():
     asking.join(5)
     other.join(5)
     assert len(answered) == 2
+
+
+@pytest.mark.parametrize(
+    ("workers", "fails", "expected"),
+    [
+        # One worker (a GPU's share of one): each case handed on before the next is timed.
+        (1, None, ["time a", "settled a", "time b", "settled b", "time c", "settled c"]),
+        # Two: a case is final once its second worker timed it.
+        (
+            2,
+            None,
+            ["time a", "time b", "time c"]
+            + ["time a", "settled a", "time b", "settled b", "time c", "settled c"],
+        ),
+        # A failed case is final at once, and no later worker times it.
+        (
+            2,
+            "b",
+            [
+                "time a",
+                "time b",
+                "settled b",
+                "time c",
+                "time a",
+                "settled a",
+                "time c",
+                "settled c",
+            ],
+        ),
+    ],
+)
+def test_the_reference_s_cases_are_handed_on_as_each_is_final(workers, fails, expected):
+    """A GPU's judge tells the parent of each case of its share of the reference as soon as
+    its last worker has timed it, so a candidate timed on another GPU does not wait for the
+    whole share (GPU MODE's eigh: 200 s of 13 cases in one worker)."""
+    from types import SimpleNamespace
+
+    from pytest_kernelboard.evaluation.session import JudgingSession
+    from pytest_kernelboard.spec.cases import BENCHMARK, Case
+    from pytest_kernelboard.supervisor.failures import WorkerFailure
+
+    events: list[str] = []
+    cases = [Case(BENCHMARK, i, {"name": name}) for i, name in enumerate("abc")]
+    names = {id(case): case.arguments(0)["name"] for case in cases}
+
+    def timed(judge, task, case):
+        events.append(f"time {names[id(case)]}")
+        if names[id(case)] == fails:
+            raise WorkerFailure("error", "the reference's worker crashed")
+        return {"rank_us": 1.0, "elapsed_s": 0.0}
+
+    reference_judge = SimpleNamespace(startup_s={}, close=lambda: None)
+    session = SimpleNamespace(
+        reference_judge=lambda task: reference_judge, _timed_reference_case=timed
+    )
+    results = JudgingSession.time_references(
+        session,
+        None,
+        cases,
+        workers,
+        settled=lambda i, result: events.append(f"settled {'abc'[i]}"),
+    )
+    assert events == expected
+    assert [len(r) if isinstance(r, list) else "failed" for r in results] == [
+        workers if name != fails else "failed" for name in "abc"
+    ]

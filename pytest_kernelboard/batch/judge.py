@@ -515,18 +515,20 @@ class BatchJudge:
                 with paused([w.process.pid for e in arrived() for w in e.workers()]):
                     yield
 
+        def publish(index: int, timings: list[dict[str, Any]] | ReferenceUnavailable) -> None:
+            case = cases[index]  # each case to the parent as soon as its last worker timed it
+            key, label = reference_key(case), reference_label(self.task, case)
+            if isinstance(timings, ReferenceUnavailable):
+                share.publish(key, label, [], str(timings))
+            else:
+                share.publish(key, label, timings)
+
         parts: dict[str, float] = {}  # where its workers' seconds went
         if cases and share.workers:  # each of its workers times every case
             self.account["reference_workers"] += len(share.workers)  # started once each
-            timed = self.session.time_references(
-                self.task, cases, len(share.workers), around, parts
+            self.session.time_references(
+                self.task, cases, len(share.workers), around, parts, settled=publish
             )
-            for case, timings in zip(cases, timed, strict=True):
-                key, label = reference_key(case), reference_label(self.task, case)
-                if isinstance(timings, ReferenceUnavailable):
-                    share.publish(key, label, [], str(timings))
-                else:
-                    share.publish(key, label, timings)
         self.account["reference_s"] = time.perf_counter() - started
         self._share_timed = True
         if self._ended:

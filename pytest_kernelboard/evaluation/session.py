@@ -218,6 +218,7 @@ class JudgingSession:
         workers: int,
         around: Callable[[], AbstractContextManager[Any]] = nullcontext,
         account: dict[str, float] | None = None,
+        settled: Callable[[int, list[dict[str, Any]] | ReferenceUnavailable], None] | None = None,
     ) -> list[list[dict[str, Any]] | ReferenceUnavailable]:
         """Per case, the reference's timing record in each of `workers` fresh workers, or
         ReferenceUnavailable with the reason where one failed it (no later worker times it).
@@ -227,9 +228,13 @@ class JudgingSession:
         and worker (of GPU MODE's grayscale's 79.5 s on an H200, 16.7 s went to starting 30).
         `around()` is entered for each worker's timing (a batch pauses its other candidates'
         workers meanwhile). `account`, where given, gets the workers' seconds by
-        REFERENCE_PARTS."""
+        REFERENCE_PARTS. `settled(i, result)` is told of case i as soon as its result is final
+        (its last worker timed it, or a worker failed it), before the next case is timed: a
+        GPU's judge hands each case's share on at once, so a candidate timed on another GPU
+        does not wait for every case of the share (GPU MODE's eigh: 200 s)."""
         judge = self.reference_judge(task)
         timed: list[list[dict[str, Any]] | ReferenceUnavailable] = [[] for _ in cases]
+        tell = settled or (lambda i, result: None)
         for index in range(workers):
             standing = [i for i, so_far in enumerate(timed) if isinstance(so_far, list)]
             if not standing:
@@ -246,9 +251,12 @@ class JudgingSession:
                         # The submission's case stands without a speedup; the reason goes into
                         # its record.
                         timed[i] = ReferenceUnavailable(str(exc) or type(exc).__name__)
+                        tell(i, timed[i])
                         continue
                     timing_s += float(record.get("elapsed_s") or 0.0)
                     timed[i].append(record)  # type: ignore[union-attr]
+                    if index == workers - 1:
+                        tell(i, timed[i])
             if account is not None:
                 spent = {part: judge.startup_s[part] - before[part] for part in before}
                 spent["timing"] = timing_s
