@@ -209,7 +209,7 @@ def test_a_gpumode_shaped_problems_folder_says_why_each_problem_is_not_run(tmp_p
     ranks8 = rows["sweep_ranks8"]
     assert ranks8["status"] == "not_run" and "needs 8 GPUs" in ranks8["reason"], ranks8
     assert table_row(table, "sweep_ranks8")[1] == "not_run"
-    assert "or GPU count): met" in table
+    assert "fails for a cause listed upstream): met." in table
     assert code == 0, output
 
 
@@ -376,18 +376,25 @@ def test_a_terminated_sweep_writes_no_row_for_the_problems_in_flight(tmp_path):
     assert not (tmp_path / "rows.jsonl").exists() and not sweep.rows
 
 
-def test_a_missed_gpumode_target_marks_the_misses_that_are_upstream():
-    """Upstream's misses still miss the target, but the line says whose they are."""
+def test_a_gpumode_target_names_the_failures_that_are_upstream_and_misses_the_rest():
+    """A shipped submission that fails for a cause listed upstream is named beside the
+    verdict; an error (whoever's), a timeout or an unlisted failure misses the target."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import suite_sweep
 
+    upstream = {"problem": "vectorsum", "status": "failed", "upstream": "its float32 atomics"}
     rows = [
-        {"problem": "vectorsum", "status": "failed", "upstream": suite_sweep.UPSTREAM["vectorsum"]},
+        upstream,
         {"problem": "mine", "status": "error", "upstream": None},
         {"problem": "ok", "status": "passed"},
     ]
     line, met = suite_sweep.target_verdict("gpumode", rows, 3, 0)
-    assert not met and line.endswith("NOT met: vectorsum (upstream), mine.")
+    assert not met and "NOT met: mine; 1 fail upstream, each with its cause: vectorsum." in line
+    line, met = suite_sweep.target_verdict("gpumode", [upstream, rows[2]], 2, 0)
+    assert met and line.endswith("met; 1 fail upstream, each with its cause: vectorsum.")
+    crashed = {**upstream, "status": "error"}  # listed upstream, but an error is not its cause
+    line, met = suite_sweep.target_verdict("gpumode", [crashed, rows[2]], 2, 0)
+    assert not met and "NOT met: vectorsum" in line
 
 
 def test_a_problem_whose_every_case_needs_more_gpus_than_the_sweep_has_is_not_run_at_once(
