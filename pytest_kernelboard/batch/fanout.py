@@ -17,7 +17,7 @@ ways, a line is one JSON object whose "type" says what it is:
 The reference is timed on each benchmark case in REFERENCE_WORKERS fresh workers.
 Judge K of N times the workers N-1-K, 2N-1-K, ... of them (the first judges, dealt the first
 candidates, time the fewest) once its first candidate has imported, while the next ones
-import; the parent combines the five as one judge would
+import; the parent combines them as one judge would
 (between_workers.combined_workers: the median worker's timing, its interval widened by their spread)
 and sends the result to every judge, so a candidate's speedup does not depend on which GPU
 judged it, and the reference costs each GPU a fifth to a half of what it cost it alone. The

@@ -30,7 +30,7 @@ def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> l
     the last judge (the last judge times 0, judges, ...; the one before it 1, 1 + judges, ...),
     so the first judges, which the parent deals the first candidates to, time the fewest: a
     one-candidate batch on four GPUs (a sweep's long problem) times its candidate beside one
-    of the reference's workers, not two; none for a judge that more than five precede."""
+    of the reference's workers, not two; none for a judge that `total` or more judges follow."""
     return list(range(judges - 1 - judge, total, judges))
 
 
