@@ -78,8 +78,8 @@ sys.path.insert(0, str(REPO))
 from sweep_lane import Answer, CliLane, Lane, MemoryPeaks, child_env  # noqa: E402
 
 from pytest_kernelboard.batch.reference_share import (  # noqa: E402
-    MIN_REFERENCE_WORKERS,
     REFERENCE_WORKERS,
+    reference_workers_arg,
 )
 from pytest_kernelboard.importers.kernelbench import (  # noqa: E402
     leaderboard_name,
@@ -185,15 +185,20 @@ class Problem:
     # The leaderboard's own timeouts by mode (task.yml), where known before judging.
     timeouts: dict[str, float] = field(default_factory=dict)
     spread: bool = False  # judged as a batch over every GPU of the sweep (--spread)
-    reference_workers: int = REFERENCE_WORKERS  # fresh workers timing its reference
 
-    def cap_s(self, mode: str, floor_s: float, candidate_workers: int = 1) -> float:
+    def cap_s(
+        self,
+        mode: str,
+        floor_s: float,
+        candidate_workers: int = 1,
+        reference_workers: int = REFERENCE_WORKERS,
+    ) -> float:
         """How long this problem may be judged: --cap, or longer where its own task.yml gives
         a submission's run more (in benchmark mode each of the candidate's and the reference's
         workers gets as much): the cap catches a judge that hangs, not a slow run the judge's
         limits allow."""
         own = self.timeouts.get(mode, 0.0)
-        runs = candidate_workers + self.reference_workers if mode == "benchmark" else 1
+        runs = candidate_workers + reference_workers if mode == "benchmark" else 1
         return max(floor_s, own * runs)
 
     def hardware_note(self, error: str, device: Device) -> str | None:
@@ -201,7 +206,7 @@ class Problem:
         texts = [error, self.source_text, *self.sources]
         return hardware_note(texts, self.declared, device)
 
-    def job(self) -> dict[str, Any]:
+    def job(self, reference_workers: int = REFERENCE_WORKERS) -> dict[str, Any]:
         return {
             "problem": self.key,
             "leaderboard": self.key,
@@ -209,7 +214,7 @@ class Problem:
             "source": self.source_text,
             "lang": "cu" if self.candidate_id.endswith(".cu") else "py",
             "spread": self.spread,
-            "reference_workers": self.reference_workers,
+            "reference_workers": reference_workers,
         }
 
 
@@ -562,6 +567,7 @@ class Sweep:
     cli: bool = False
     stop_after_s: float | None = None  # no problem is started after this many seconds
     candidate_workers: int = CANDIDATE_WORKERS  # fresh workers timing a candidate's timed case
+    reference_workers: int = REFERENCE_WORKERS  # fresh workers timing a problem's reference
     total: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -675,7 +681,10 @@ class Sweep:
         self.memory.begin(gpus)
         try:
             answer = lane.judge(
-                problem.job(), problem.cap_s(self.mode, self.cap_s, self.candidate_workers)
+                problem.job(self.reference_workers),
+                problem.cap_s(
+                    self.mode, self.cap_s, self.candidate_workers, self.reference_workers
+                ),
             )
         except Exception as exc:  # the lane could not start: this row says so, the next retries
             answer = Answer(error=f"{type(exc).__name__}: {exc}")
@@ -790,7 +799,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cli", action="store_true", help="`kernelboard judge` per problem")
     parser.add_argument(
         "--reference-workers",
-        type=int,
+        type=reference_workers_arg,
         default=REFERENCE_WORKERS,
         metavar="R",
         help=f"time each problem's reference in R fresh workers (default {REFERENCE_WORKERS}, "
@@ -815,13 +824,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         rows_path.unlink(missing_ok=True)
     earlier = read_rows(rows_path)
-    if args.reference_workers < MIN_REFERENCE_WORKERS:
-        print(
-            f"suite_sweep: --reference-workers: at least {MIN_REFERENCE_WORKERS}, "
-            f"got {args.reference_workers}",
-            file=sys.stderr,
-        )
-        return 2
     if not args.path.is_dir():
         print(f"suite_sweep: {args.path}: no such folder", file=sys.stderr)
         return 2
@@ -835,7 +837,6 @@ def main(argv: list[str] | None = None) -> int:
     planned = selected(planned, args.only, args.limit)
     for problem in planned:
         problem.spread = matches(problem, args.spread)
-        problem.reference_workers = args.reference_workers
     done = {row["problem"] for row in earlier}
     todo = [p for p in planned if p.key not in done]
     sweep = Sweep(
@@ -847,6 +848,7 @@ def main(argv: list[str] | None = None) -> int:
         cli=args.cli,
         stop_after_s=args.stop_after,
         candidate_workers=args.candidate_workers,
+        reference_workers=args.reference_workers,
     )
     try:
         sweep.gpus = chosen_gpus(args.gpus, sweep.memory)

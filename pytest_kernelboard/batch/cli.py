@@ -15,7 +15,7 @@ from ..evaluation.progress import Progress
 from .candidates import load_candidates
 from .judge import MODES, judge_many
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
-from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS
+from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS, reference_workers_arg
 
 # What a record's summary line keeps of it: what fast_p and "faster" are decided by.
 SUMMARY_KEYS = ("mode", "correct", "speedup", "speedup_ci95", "tied")
@@ -124,18 +124,6 @@ def _gpus(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1 — got {text!r}") from None
 
 
-def _reference_workers(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < MIN_REFERENCE_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number of at least {MIN_REFERENCE_WORKERS}, got {text!r}"
-        )
-    return count
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "judge",
@@ -191,7 +179,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--reference-workers",
-        type=_reference_workers,
+        type=reference_workers_arg,
         default=REFERENCE_WORKERS,
         metavar="R",
         help=f"time the reference on every case in R fresh workers (default {REFERENCE_WORKERS}; "

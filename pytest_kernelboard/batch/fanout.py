@@ -313,8 +313,7 @@ def phase_line(message: dict[str, Any]) -> str:
     if message["phase"] == "reference":
         workers = ", ".join(str(w) for w in message["workers"])
         return (
-            f"timed its share of the reference (its workers {workers} of "
-            f"{message.get('of', REFERENCE_WORKERS)}) "
+            f"timed its share of the reference (its workers {workers} of {message['of']}) "
             f"on {message['cases']} case(s) in {message['reference_s']:.1f} s"
             + reference_parts_note(message.get("parts") or {})
         )

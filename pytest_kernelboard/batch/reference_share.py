@@ -4,6 +4,7 @@ times, and a judge's side of the exchange."""
 
 from __future__ import annotations
 
+import argparse
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,20 @@ CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
     "reference_share",
     "phase",
 )
+
+
+def reference_workers_arg(text: str) -> int:
+    """--reference-workers R, as `kernelboard judge` and the suite sweep read it: a whole number
+    of at least MIN_REFERENCE_WORKERS."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < MIN_REFERENCE_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at least {MIN_REFERENCE_WORKERS}, got {text!r}"
+        )
+    return count
 
 
 def shared_workers(judge: int, judges: int, total: int = REFERENCE_WORKERS) -> list[int]:
