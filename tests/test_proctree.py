@@ -275,3 +275,38 @@ def test_this_machine_a_forked_workers_python_process_is_found():
         assert pausing.python_processes(worker.process.pid) == [worker.process.pid]
     finally:
         worker.discard()
+
+
+def test_this_machine_a_trees_own_children_files_give_the_tree_a_snapshot_gives(tmp_path):
+    """descendants() walks a worker's tree from its root, a child started from a thread and a
+    grandchild included, as a reading of every process finds it; empty for a root that is
+    gone; None where the kernel lists no children (the caller reads a Snapshot)."""
+    from pytest_kernelboard.supervisor.proctree import descendants
+
+    parent = spawn("""
+        import subprocess, sys, threading, time
+        sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+        nested = [sys.executable, "-c", "import subprocess, sys, time; "
+                  "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+                  "time.sleep(30)"]
+        children = [subprocess.Popen(nested)]
+        spawned = threading.Thread(target=lambda: children.append(subprocess.Popen(sleeper)))
+        spawned.start(); spawned.join()
+        time.sleep(1.0)  # the nested child starts its own
+        print("ready", flush=True)
+        time.sleep(30)
+    """)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        tree = descendants(parent.pid)
+        assert tree is not None and len(tree) == 4  # itself, two children, one grandchild
+        assert tree == read_snapshot().tree(parent.pid)
+    finally:
+        for pid in read_snapshot().tree(parent.pid) - {parent.pid}:
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
+    assert descendants(parent.pid) == frozenset()
+    fake = tmp_path / "proc"
+    (fake / "7" / "task" / "7").mkdir(parents=True)  # a task without a children file
+    assert descendants(7, proc=fake) is None

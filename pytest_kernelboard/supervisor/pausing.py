@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .proctree import Snapshot, process_state, read_snapshot
+from .proctree import Snapshot, descendants, process_state, read_snapshot
 
 # A worker started on its own runs worker.main; one forked from the zygote keeps the zygote's
 # command line.
@@ -28,10 +28,13 @@ _STOPPED_OR_GONE = frozenset({"T", "t", "Z", "X", None})
 
 def python_processes(root_pid: int, snapshot: Snapshot | None = None) -> list[int]:
     """The worker's own Python process under `root_pid` (bwrap's children, or itself), found
-    in `snapshot` (default: one read now)."""
-    snapshot = snapshot if snapshot is not None else read_snapshot()
+    in `snapshot`, or by walking the tree from its root (proctree.descendants)."""
+    tree = snapshot.tree(root_pid) if snapshot is not None else descendants(root_pid)
+    if tree is None:  # the kernel lists no children: every process of the host, read once
+        snapshot = read_snapshot()
+        tree = snapshot.tree(root_pid) if snapshot is not None else frozenset()
     found = []
-    for pid in sorted(snapshot.tree(root_pid)) if snapshot is not None else ():
+    for pid in sorted(tree):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
@@ -75,11 +78,9 @@ def go_on(pids: Iterable[int]) -> None:
 @contextmanager
 def paused(root_pids: Iterable[int]) -> Iterator[list[int]]:
     """Stop the worker Python processes under each root pid for the duration; yield them."""
-    roots = list(root_pids)
-    # One reading of /proc for them all: a reading lists every process of the host, and it is
-    # taken on the critical path, before each timed case.
-    snapshot = read_snapshot() if roots else None
-    stopped = stop(pid for root in roots for pid in python_processes(root, snapshot))
+    # Each worker's tree walked from its root, on the critical path before each timed case:
+    # read afresh, so a process a candidate forked since is stopped too.
+    stopped = stop(pid for root in root_pids for pid in python_processes(root))
     try:
         yield stopped
     finally:
