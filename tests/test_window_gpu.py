@@ -69,6 +69,23 @@ def test_a_reply_larger_than_the_outbound_window_comes_as_a_copy_and_grows_it(wo
     assert torch.equal(again.payload["output"], torch.cat([x, x, x, x]))
 
 
+def test_a_reply_expected_large_grows_the_outbound_window_before_the_first_call(worker, tmp_path):
+    """A fresh worker told how large a case's output is (the judge learnt it from an earlier
+    candidate's passed output) has its window grown before the call: no host copies."""
+    import torch
+
+    (tmp_path / "tripler.py").write_text(
+        "import torch\n\ndef custom_kernel(x):\n    return torch.cat([x, x, x, x])\n"
+    )
+    worker.load(tmp_path, "tripler", 60.0)
+    x = torch.randn(1 << 20, device="cuda")  # 4 MiB in, 16 MiB out
+    worker.expect_reply(4 * x.numel() * 4)
+    reply = worker.request("call", 60.0, data=x)
+    assert worker.windows["out"].size >= 4 * x.numel() * 4
+    assert not reply.host_transport and worker.reply_outgrew == 0
+    assert torch.equal(reply.payload["output"], torch.cat([x, x, x, x]))
+
+
 def test_an_output_written_into_an_input_comes_back_through_the_window(worker, tmp_path):
     """vectoradd's shape: the output buffer is an input, written in place and returned. Only
     the first reply (before the outbound window has grown) may cross as host copies."""

@@ -364,8 +364,11 @@ class BatchJudge:
                 return
             test = case.kind == TEST  # a test case is settled here; a timed one in its turn
             phase = "correctness_ahead" if test else "benchmark_check_ahead"
+            before = _check_s(evaluation)
             with self.turns.shared(), clock.phase(phase):
                 outcome = evaluation.run(case) if test else evaluation.correctness(case)
+            for part, seconds in _check_s(evaluation).items():
+                clock.add(f"{phase}_{part}", seconds - before[part])
             done[case_name(case)] = outcome
 
     def _close_later(self, evaluation: SubmissionEvaluation) -> None:
@@ -649,7 +652,7 @@ def _startup_s(evaluation: SubmissionEvaluation, part: str) -> float:
 
 def _check_s(evaluation: SubmissionEvaluation) -> dict[str, float]:
     """Seconds the candidate's judge has spent so far on each part of its correctness calls
-    (SubmissionJudge.check_s: generate, call, worker, verify); none for an eval.py judge."""
+    (SubmissionJudge.check_s: generate, call, worker, verify, release); none for an eval.py judge."""
     return dict(getattr(evaluation.judge, "check_s", {}))
 
 

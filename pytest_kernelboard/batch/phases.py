@@ -8,7 +8,8 @@ The phases, in the order a candidate meets them:
     correctness_ahead, benchmark_check_ahead
                      its correctness cases, and its timed cases' correctness calls, made ahead
                      beside the other candidates' (batch/turns.py), once its judge knows their
-                     inputs are small
+                     inputs are small; of each, the parts `benchmark_check` has, and
+                     _release (the worker's windows and the judge's cached memory let go)
     prepare_wait     the judge waiting for the candidate's worker start, import and the calls
                      made ahead to finish: the part that the judging of earlier candidates did
                      not hide
@@ -73,12 +74,15 @@ SERIAL = (
 OVERLAPPED = ("worker_start", "import", "correctness_ahead", "benchmark_check_ahead", "paused")
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
+AHEAD = ("correctness_ahead", "benchmark_check_ahead")
+AHEAD_PARTS = tuple(f"{phase}_{part}" for phase in AHEAD for part in core.CHECK_PARTS)
 REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
 ORDER = (
     "worker_start",
     "import",
     "correctness_ahead",
     "benchmark_check_ahead",
+    *AHEAD_PARTS,
     *SERIAL,
     *CHECK_PARTS,
     *TIMING_PARTS,
@@ -186,6 +190,8 @@ def account_lines(account: Mapping[str, Any], wall_s: float | None = None) -> li
             if phase in CHECK_PARTS
             else "part of reference"
             if phase in REFERENCE_PARTS
+            else "part of ahead"
+            if phase in AHEAD_PARTS
             else ""
         )
         share = (

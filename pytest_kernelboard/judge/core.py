@@ -52,7 +52,7 @@ STARTUP_TIMEOUT_S = 120.0
 RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 UNKNOWN = object()  # which inputs the reference writes: not learnt yet
-CHECK_PARTS = ("generate", "call", "worker", "verify")  # SubmissionJudge.check_s
+CHECK_PARTS = ("generate", "call", "worker", "verify", "release")  # SubmissionJudge.check_s
 PROFILER_EXIT_GRACE_S = 120.0
 
 
@@ -189,7 +189,7 @@ class SubmissionJudge:
         self.startup_s: dict[str, float] = {"worker_start": 0.0, "import": 0.0, "calibrate": 0.0}
         # Seconds its correctness calls spent, over its life: the input made (generate), the
         # worker's call as the judge saw it (call; of it, the worker's own handling: worker),
-        # the output checked (verify).
+        # the output checked (verify), the worker's windows and the judge's cache let go (release).
         self.check_s: dict[str, float] = dict.fromkeys(CHECK_PARTS, 0.0)
 
     # -- worker lifecycle ----------------------------------------------------------------------
@@ -247,7 +247,9 @@ class SubmissionJudge:
 
     def check_case(self, case: Case, timeout_s: float) -> CaseOutcome:
         outcome = self._judged(case, lambda: self._check_case(case, timeout_s))
+        releasing = time.perf_counter()
         self.release_cached_memory(windows=True)
+        self.check_s["release"] += time.perf_counter() - releasing
         return outcome
 
     def _judged(self, case: Case, judge: Callable[[], CaseOutcome]) -> CaseOutcome:
@@ -372,16 +374,20 @@ class SubmissionJudge:
         worker = self.worker()
         trace("check: generated", worker.window_bytes)
         frugal = is_frugal(pristine)
-        self.modules.frugal_cases[case_name(case)] = frugal
+        name = case_name(case)
+        self.modules.frugal_cases[name] = frugal
         # A frugal call on the host: which inputs the reference writes is learnt before the
         # worker's copy is made (a copy for the reference beside it would be a third).
         on_host = frugal and not device_bytes(pristine)
         allowed = self._reference_writes(case, pristine) if on_host else UNKNOWN
         calling = time.perf_counter()
         sent = worker.private_copy(pristine)
+        if not frugal:  # (a frugal reply comes back through the inbound window)
+            worker.expect_reply(self.modules.reply_bytes.get(name, 0))
         self.settle()
         with lost_with(worker, sent):
             reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
+        outgrew = 0 if frugal else worker.reply_outgrew  # learnt below if it passes
         self._last_call_us = reply.elapsed_s * 1e6
         self.check_s["call"] += time.perf_counter() - calling
         self.check_s["worker"] += reply.elapsed_s
@@ -405,6 +411,8 @@ class SubmissionJudge:
                 trace("check: released", worker.window_bytes)
             self.check_s["verify"] += time.perf_counter() - verifying
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
+        if ok and outgrew:  # only a passed output's size: a wrong one's could be anything
+            self.modules.reply_bytes[name] = max(self.modules.reply_bytes.get(name, 0), outgrew)
         if not ok:
             pristine = None  # a diagnosis makes the input anew: not beside this one
             outcome.details["mismatch"] = self._diagnose(case, output)

@@ -117,6 +117,13 @@ class WorkerProcess:
     def private_copy(self, data: Any) -> Any:
         return self.crossing.private_copy(data)
 
+    def expect_reply(self, nbytes: int) -> None:
+        self.crossing.expect_reply(nbytes)
+
+    @property
+    def reply_outgrew(self) -> int:
+        return self.crossing.outbound_needed
+
     def inputs_as_seen(self, data: Any) -> Any | None:
         return self.crossing.inputs_as_seen(data)
 
