@@ -50,6 +50,10 @@ STARTUP_TIMEOUT_S = 120.0
 # A case's end lets go of the worker's device windows above this size (small ones stay: making
 # them again costs more than they hold).
 RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
+# The judge's cached, unused device memory is handed back after a case only above this: below
+# it, emptying the cache cost a device synchronisation and fresh allocations for every small
+# case (20 ms of each of a batch's correctness cases on an H200) and gave no one room.
+KEPT_CACHE_MAX = 64 << 20
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
 UNKNOWN = object()  # which inputs the reference writes: not learnt yet
 CHECK_PARTS = ("generate", "call", "worker", "verify", "release")  # SubmissionJudge.check_s
@@ -527,7 +531,8 @@ class SubmissionJudge:
         return outcome
 
     def release_cached_memory(self, windows: bool = False) -> None:
-        """Hand the judge's cached, unused device memory back to the driver after a timed case.
+        """Hand the judge's cached, unused device memory back to the driver after a case, where
+        it holds KEPT_CACHE_MAX or more.
 
         torch's allocator keeps freed blocks for reuse in this process only. Cases of growing
         size never reuse them, and the workers (other processes, timed next) could run out of
@@ -541,6 +546,8 @@ class SubmissionJudge:
 
         if windows and self._worker is not None and self._worker.alive:
             self._worker.release_windows(above=RELEASE_WINDOWS_ABOVE)
+        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() < KEPT_CACHE_MAX:
+            return  # kept for the next case: a batch's small cases freed and remade it each time
         scrubbing.QUEUE.released(scrubbing.empty_cache(torch))
 
     def _benchmark(
