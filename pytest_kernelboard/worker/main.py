@@ -21,6 +21,7 @@ from pytest_kernelboard.channel.cage import WARM_TIMING_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
 from pytest_kernelboard.worker.census import KernelCensus
+from pytest_kernelboard.worker.libraries import warm_blas
 from pytest_kernelboard.worker.limits import apply_limits
 from pytest_kernelboard.worker.ranks import all_reduce_ceiling, init_group
 from pytest_kernelboard.worker.reservation import Reservation
@@ -59,6 +60,8 @@ class Worker:
                 context = True
             except RuntimeError as exc:  # torch's AcceleratorError / OutOfMemoryError too
                 print(f"kernelboard: the CUDA context waits for the first request ({exc})")
+        if context:
+            warm_blas(torch)
         self.census = KernelCensus(torch) if self.cuda else None
         self.timer = Timer(torch, self.cuda)  # what it calls of torch is captured now
         if context and os.environ.get(WARM_TIMING_VARIABLE):
