@@ -207,3 +207,33 @@ def test_a_process_forked_from_a_judge_does_not_share_its_zygote(forking):
     os.waitpid(pid, 0)
     os.close(reader)
     assert seen == b"0"
+
+
+def test_a_look_at_a_workers_exit_does_not_wait_for_another_threads_read():
+    """exit_code (every `alive` check of a forked worker) reads what the control socket holds
+    now; while another thread reads it (waiting up to 50 ms for a spare's start), it returns at
+    once with what is known rather than queue behind that read."""
+    import socket
+    import threading
+
+    zygote = object.__new__(forked.Zygote)  # only what exit_code and pump touch
+    zygote.control, other_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote._reading, zygote._closed, zygote._exited = threading.Lock(), False, {}
+    reading = threading.Event()
+
+    def another_reader() -> None:
+        with zygote._reading:
+            reading.set()
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=another_reader)
+    thread.start()
+    try:
+        reading.wait(5)
+        started = time.monotonic()
+        assert zygote.exit_code("token") is None  # not known to have exited: alive
+        assert time.monotonic() - started < 0.025
+    finally:
+        thread.join()
+        zygote.control.close()
+        other_end.close()

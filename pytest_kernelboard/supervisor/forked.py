@@ -175,8 +175,14 @@ class Zygote:
             self.pump(min(remaining, 0.05))
 
     def pump(self, timeout_s: float) -> None:
-        """Read the messages that arrive within `timeout_s` (threads take turns)."""
-        if not self._reading.acquire(timeout=max(timeout_s, 0.0) + 0.05):
+        """Read the messages that arrive within `timeout_s` (threads take turns). A look that
+        may not wait (timeout 0: `exit_code`, asked by every check of a worker's life) does not
+        queue behind another thread's read, which records what arrives for everyone: it waited
+        for that read's 50 ms select, 20 ms of each of a batch's correctness cases on an H200."""
+        if timeout_s <= 0:
+            if not self._reading.acquire(blocking=False):
+                return
+        elif not self._reading.acquire(timeout=timeout_s + 0.05):
             return  # another thread is reading; it records what arrives for everyone
         try:
             wait = timeout_s
