@@ -26,8 +26,9 @@ The phases, in the order a candidate meets them:
                      everything else of the case that is not its timing loop; of it,
                      benchmark_check_generate (the input), benchmark_check_call (the worker's
                      call as the judge saw it: the copy sent, the reply), of which
-                     benchmark_check_worker (the worker's own handling of it), and
-                     benchmark_check_verify (the output checked)
+                     benchmark_check_worker (the request's round trip, the reply's crossing
+                     included), benchmark_check_verify (the output checked) and
+                     benchmark_check_release (the memory let go after it)
     reference        waiting for the reference's timing (the batch's first timed candidate),
                      of which reference_worker_start, reference_import, reference_calibrate,
                      reference_timing and reference_other: its workers' start, import, timing
