@@ -192,7 +192,7 @@ class SubmissionJudge:
         # answer (worker_start), the import (import), the timing calibration (calibrate).
         self.startup_s: dict[str, float] = {"worker_start": 0.0, "import": 0.0, "calibrate": 0.0}
         # Seconds its correctness calls spent, over its life: the input made (generate), the
-        # worker's call as the judge saw it (call; of it, the worker's own handling: worker),
+        # worker's call as the judge saw it (call; of it, the request's round trip: worker),
         # the output checked (verify), the worker's windows and the judge's cache let go (release).
         self.check_s: dict[str, float] = dict.fromkeys(CHECK_PARTS, 0.0)
 

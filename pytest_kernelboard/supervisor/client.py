@@ -118,10 +118,12 @@ class WorkerProcess:
         return self.crossing.private_copy(data)
 
     def expect_reply(self, nbytes: int) -> None:
+        """The next reply will need `nbytes` of the outbound window (TensorCrossing)."""
         self.crossing.expect_reply(nbytes)
 
     @property
     def reply_outgrew(self) -> int:
+        """The bytes the last reply needed beyond its outbound window (0 where it fit)."""
         return self.crossing.outbound_needed
 
     def inputs_as_seen(self, data: Any) -> Any | None:
