@@ -116,3 +116,17 @@ def test_an_expected_reply_grows_the_outbound_window_before_its_request(
     handed.clear()
     crossing.encode({"op": "call", "data": 1}, {})  # told once: the window is kept, not regrown
     assert handed == []
+
+
+def test_a_passed_reply_larger_than_a_kept_window_is_not_told_to_others(tmp_path, monkeypatch):
+    """A passed output whose storage is far larger than a window keeps (a view of a huge
+    buffer) is not learnt: every later candidate's worker would have held a window that large."""
+    from pytest_kernelboard.channel import window
+
+    said: list[int] = []
+    monkeypatch.setattr(WorkerProcess, "expect_reply", lambda self, n: said.append(n))
+    huge = window.KEPT_WINDOW_MAX + 1
+    monkeypatch.setattr(WorkerProcess, "reply_outgrew", property(lambda self: huge))
+    outcomes, learnt, cases = judged_in_turn(tmp_path, [GOOD, GOOD])
+    assert outcomes == [["passed"] * len(cases)] * 2
+    assert learnt == {} and said == [0] * (2 * len(cases))

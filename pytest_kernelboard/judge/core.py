@@ -415,7 +415,10 @@ class SubmissionJudge:
                 trace("check: released", worker.window_bytes)
             self.check_s["verify"] += time.perf_counter() - verifying
         outcome = CaseOutcome("passed" if ok else "failed", message if not ok else "")
-        if ok and outgrew:  # only a passed output's size: a wrong one's could be anything
+        # Only a passed output's size (a wrong one's could be anything), and only one a window
+        # keeps (a passed view of a far larger buffer would have every later worker's window
+        # hold that buffer's size; a larger output crosses once as host copies, as before).
+        if ok and 0 < outgrew <= window.KEPT_WINDOW_MAX:
             self.modules.reply_bytes[name] = max(self.modules.reply_bytes.get(name, 0), outgrew)
         if not ok:
             pristine = None  # a diagnosis makes the input anew: not beside this one
