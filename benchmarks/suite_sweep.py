@@ -78,6 +78,7 @@ sys.path.insert(0, str(REPO))
 from sweep_lane import Answer, CliLane, Lane, MemoryPeaks, child_env  # noqa: E402
 
 from pytest_kernelboard.batch.reference_share import (  # noqa: E402
+    MIN_REFERENCE_WORKERS,
     REFERENCE_WORKERS,
     reference_workers_arg,
 )
@@ -803,7 +804,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REFERENCE_WORKERS,
         metavar="R",
         help=f"time each problem's reference in R fresh workers (default {REFERENCE_WORKERS}, "
-        "at least 3)",
+        f"at least {MIN_REFERENCE_WORKERS})",
     )
     parser.add_argument(
         "--spread",

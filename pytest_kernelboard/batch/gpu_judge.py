@@ -69,7 +69,6 @@ def main(argv: list[str]) -> int:
         profile="--profile" in argv,
         reference_share=share,
         candidate_workers=workers,
-        reference_workers=reference_workers,
     )
 
     def incoming() -> Iterator[Candidate]:

@@ -200,7 +200,10 @@ class BatchJudge:
         reference_workers: int = REFERENCE_WORKERS,
     ):
         """reference_share: this judge is one of several GPUs' (fanout.py); it times its share
-        of the reference's workers and takes the combined timing from the parent."""
+        of the reference's workers (of the share's total, which then stands for
+        reference_workers) and takes the combined timing from the parent."""
+        if reference_share is not None:
+            reference_workers = reference_share.total
         self.task = task
         self.mode = mode
         self.excessive_speedup = excessive_speedup
@@ -364,11 +367,8 @@ class BatchJudge:
                 return
             test = case.kind == TEST  # a test case is settled here; a timed one in its turn
             phase = "correctness_ahead" if test else "benchmark_check_ahead"
-            before = _check_s(evaluation)
-            with self.turns.shared(), clock.phase(phase):
+            with self.turns.shared(), clock.phase(phase), _check_parts(evaluation, clock, phase):
                 outcome = evaluation.run(case) if test else evaluation.correctness(case)
-            for part, seconds in _check_s(evaluation).items():
-                clock.add(f"{phase}_{part}", seconds - before[part])
             done[case_name(case)] = outcome
 
     def _close_later(self, evaluation: SubmissionEvaluation) -> None:
@@ -464,13 +464,11 @@ class BatchJudge:
             clock.add("pausing", case_started - stopping)
             waited = clock.seconds.get("reference", 0.0)
             calibrated = _startup_s(evaluation, "calibrate")
-            check_before = _check_s(evaluation)
-            outcome = evaluation.run(case, checked)
+            with _check_parts(evaluation, clock, "benchmark_check"):
+                outcome = evaluation.run(case, checked)
             waited = clock.seconds.get("reference", 0.0) - waited
             calibrated = _startup_s(evaluation, "calibrate") - calibrated
             clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited, calibrated)
-            for part, seconds in _check_s(evaluation).items():
-                clock.add(f"benchmark_check_{part}", seconds - check_before[part])
         for other in stopped:  # their workers were stopped meanwhile
             self._clocks[other].add("paused", time.perf_counter() - stopping)
         return outcome
@@ -654,6 +652,15 @@ def _check_s(evaluation: SubmissionEvaluation) -> dict[str, float]:
     """Seconds the candidate's judge has spent so far on each part of its correctness calls
     (SubmissionJudge.check_s: generate, call, worker, verify, release); none for an eval.py judge."""
     return dict(getattr(evaluation.judge, "check_s", {}))
+
+
+@contextmanager
+def _check_parts(evaluation: SubmissionEvaluation, clock: PhaseClock, phase: str) -> Iterator[None]:
+    """The parts of the correctness calls made in the block, added to `clock` as phase_part."""
+    before = _check_s(evaluation)
+    yield
+    for part, seconds in _check_s(evaluation).items():
+        clock.add(f"{phase}_{part}", seconds - before[part])
 
 
 def reference_key(case: Case) -> str:

@@ -119,12 +119,6 @@ def process_state(pid: int, proc: Path = PROC) -> str | None:
     return info.state if info is not None else None
 
 
-def parent_of(pid: int, proc: Path = PROC) -> int | None:
-    """One process's parent pid; None when it is gone."""
-    info = _read_stat(proc / str(pid) / "stat")
-    return info.ppid if info is not None else None
-
-
 def descendants(root: int, proc: Path = PROC) -> frozenset[int] | None:
     """root and all its descendants, read from each one's own threads' `children` files: a few
     reads for a worker's tree where a Snapshot reads every process of the host (25 ms on a GPU
