@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import jsonschema
@@ -144,6 +145,15 @@ def test_pausing_the_other_workers_walks_their_trees_and_stops_them_all(monkeypa
     ]
     workers = [subprocess.Popen(sleeper) for _ in range(3)]
     try:
+        # A process just started may not show its new command line yet (Popen returns once
+        # exec has begun): wait until each reads as a worker, as a judge's workers do long
+        # before any case of theirs is timed.
+        deadline = time.monotonic() + 10
+        for worker in workers:
+            cmdline = Path(f"/proc/{worker.pid}/cmdline")
+            while b"pytest_kernelboard.worker.main" not in cmdline.read_bytes():
+                assert time.monotonic() < deadline, "a worker never showed its command line"
+                time.sleep(0.005)
         with pausing.paused([w.pid for w in workers]) as stopped:
             assert sorted(stopped) == sorted(w.pid for w in workers)
             assert all(process_state(w.pid) in ("T", "t") for w in workers)
