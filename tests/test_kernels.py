@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,8 @@ from pytest_kernelboard.judge.kernels import (
 )
 from pytest_kernelboard.spec.cases import UNSEEN_CALL_INDEX, Case
 from pytest_kernelboard.worker.census import KernelCensus, drop_sentinels
+
+REPO = Path(__file__).resolve().parents[1]
 
 LIBRARY = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(...)",
@@ -107,9 +112,9 @@ class _LossyProfiler:
 
     sessions = 0
 
-    def __init__(self, launches: list[str], activities: list) -> None:
+    def __init__(self, launches: list[str], **options: object) -> None:
         self.launches = launches
-        self.activities = activities
+        self.options = options
 
     def __enter__(self) -> _LossyProfiler:
         self.launches.clear()
@@ -118,7 +123,8 @@ class _LossyProfiler:
     def __exit__(self, *_: object) -> None:
         type(self).sessions += 1
 
-    def events(self) -> list:
+    @property
+    def function_events(self) -> list:
         lost = type(self).sessions - 1
         return [
             types.SimpleNamespace(name=name, device_time=1.0, device_type="cuda")
@@ -130,15 +136,16 @@ def _torch_with_lossy_profiler() -> tuple[types.SimpleNamespace, list[str]]:
     launches: list[str] = []
     _LossyProfiler.sessions = 0
     torch = types.SimpleNamespace(
-        profiler=types.SimpleNamespace(
-            profile=lambda activities: _LossyProfiler(launches, activities),
-            ProfilerActivity=types.SimpleNamespace(CPU="cpu", CUDA="cuda"),
-        ),
         cuda=types.SimpleNamespace(
             _sleep=lambda cycles: launches.append("at::cuda::spin_kernel(long)"),
             synchronize=lambda: None,
         ),
-        autograd=types.SimpleNamespace(DeviceType=types.SimpleNamespace(CUDA="cuda")),
+        autograd=types.SimpleNamespace(
+            DeviceType=types.SimpleNamespace(CUDA="cuda"),
+            profiler=types.SimpleNamespace(
+                profile=lambda **options: _LossyProfiler(launches, **options)
+            ),
+        ),
         zeros=lambda *a, **k: launches.append("at::native::fill_kernel"),
     )
     return torch, launches
@@ -156,6 +163,26 @@ def test_a_census_keeps_the_calls_kernels_when_the_profiler_loses_its_first_reco
         assert output == "sum"
         assert kernels == [(ADD, 1.0)]
         assert only_library_kernels(kernels)
+
+
+def test_a_profiling_session_imports_no_compiler():
+    """torch.profiler.profile's start asks `hasattr(torch, "_inductor")`, which imports
+    Inductor, Dynamo, SymPy and Triton: 1.4 to 1.8 s of every fresh worker's CPU on an H100
+    host. The session a worker opens (census, trace) imports none of them."""
+    code = (
+        "import sys, torch\n"
+        "from pytest_kernelboard.worker.census import session\n"
+        "with session(torch.autograd.profiler.profile, cuda=False) as profiler:\n"
+        "    torch.zeros(4) + 1\n"
+        "assert any('add' in e.name for e in profiler.function_events)\n"
+        "print([m for m in ('torch._inductor', 'torch._dynamo', 'sympy', 'triton')"
+        " if m in sys.modules])\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_sentinels_are_dropped_by_count_and_copies_are_not_kernels():

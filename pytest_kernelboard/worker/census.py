@@ -6,6 +6,11 @@ CUPTI then corrupts or drops the first kernel records of the session, one more p
 the clock) would lose the one kernel of a `return a + b`, and a candidate that only calls
 PyTorch would escape the `only_library_kernels` flag. So every session starts with sentinel
 kernels that absorb those records, and the sentinels are then taken out by name.
+
+The session is torch.autograd.profiler.profile, under torch.profiler.profile: the latter's
+start asks `hasattr(torch, "_inductor")`, which imports Inductor, Dynamo, SymPy and Triton
+(889 modules, 1.4 to 1.8 s of a fresh worker's CPU on an H100 host), for a setting a census
+never reads. `session` opens every profiler a worker uses.
 """
 
 from __future__ import annotations
@@ -14,6 +19,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_kernelboard.channel import fences
+
+
+def session(profile: Callable[..., Any], cuda: bool = True) -> Any:
+    """A profiling session of torch's Kineto profiler (`profile`: its
+    torch.autograd.profiler.profile), CPU events and, with `cuda`, CUDA kernels; its
+    `function_events` are the events. CPU activity too: with CUDA alone, some torch builds
+    return no kernel events at all."""
+    return profile(use_cpu=True, use_device="cuda" if cuda else None, use_kineto=True)
+
 
 SENTINEL_NAME = "spin_kernel"  # torch.cuda._sleep's kernel, which no call of interest launches
 SPARE_SENTINELS = 2  # beyond one per earlier session
@@ -45,22 +59,20 @@ class KernelCensus:
     def __init__(self, torch: Any) -> None:
         self.torch = torch
         self.sessions = 0
-        self._profile = torch.profiler.profile
+        self._profile = torch.autograd.profiler.profile
         self._sleep = torch.cuda._sleep
         self._cuda_events = torch.autograd.DeviceType.CUDA
 
     def warm(self) -> None:
-        """Pay the profiler's first start (seconds) now, while the worker starts."""
+        """Pay the profiler's first start (CUPTI's, a tenth of a second) now, while the worker
+        starts."""
         self.run(lambda: self.torch.zeros(1, device="cuda"))
 
     def run(self, call: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]]]:
         """The call's result and the kernels it launched (name, device µs), in launch order."""
-        torch = self.torch
         sentinels = self.sessions + SPARE_SENTINELS
-        # CPU activity too: with CUDA alone, some torch builds return no kernel events at all.
-        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         self.sessions += 1
-        with self._profile(activities=activities) as profiler:
+        with session(self._profile) as profiler:
             for _ in range(sentinels):
                 self._sleep(1)
             fences.synchronize()
@@ -68,7 +80,7 @@ class KernelCensus:
             fences.synchronize()
         launched = [
             (str(event.name), float(getattr(event, "device_time", 0.0) or 0.0))
-            for event in profiler.events()
+            for event in profiler.function_events
             if event.device_type == self._cuda_events
         ]
         return result, drop_sentinels(launched, sentinels)

@@ -20,7 +20,7 @@ from pytest_kernelboard.channel import fences, heap, scrubbing, transport, windo
 from pytest_kernelboard.channel.cage import WARM_TIMING_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.channel.protocol import FRUGAL_KEY, ErrorKind, Op, classify, error_reply
-from pytest_kernelboard.worker.census import KernelCensus
+from pytest_kernelboard.worker.census import KernelCensus, session
 from pytest_kernelboard.worker.libraries import warm_blas
 from pytest_kernelboard.worker.limits import apply_limits
 from pytest_kernelboard.worker.ranks import all_reduce_ceiling, init_group
@@ -133,10 +133,7 @@ class Worker:
             finally:
                 torch.cuda.profiler.stop()
             return {"output": self._sendable(output)}
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.cuda:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.profiler.profile(activities=activities) as profiler:
+        with session(torch.autograd.profiler.profile, self.cuda) as profiler:
             output = self.kernel(data)
             if self.cuda:
                 fences.synchronize()
