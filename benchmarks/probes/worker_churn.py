@@ -14,12 +14,19 @@ kernelboard: one zygote per GPU (CUDA_VISIBLE_DEVICES, torch imported, no CUDA c
 - `context`: the CUDA context (one element on the device);
 - `blas`: cuBLAS's set-up (an 8 x 8 matmul, as worker/libraries.py does);
 - `profiler`: torch's profiler started and stopped once (as a worker that takes kernel
-  censuses starts it);
+  censuses starts it): torch.profiler.profile, or (`--profiler-activities autograd`) the
+  session a worker opens (worker/census.py), which imports no compiler;
 - `alloc`: 256 MiB allocated, written and synchronised;
 - `gemm`: twenty 4096^2 fp32 matmuls, synchronised (the device's own work: the control);
 - `exit`: from the child's last report to its parent's waitpid (the context torn down).
 
-Configurations: one GPU, then every GPU at once. Where a step grows with the GPUs, that step
+--cage runs each zygote under bubblewrap with every GPU's device node or (`own`) its own GPU's
+alone: whether a worker's driver start waits on the other GPUs it can see. --preload loads
+shared libraries into each zygote before it forks; --gpus names the GPU sets.
+Every step reports its CPU seconds beside its wall seconds: a step whose wall time grows with
+the GPUs while its CPU time does not waits for something of the host's.
+
+Configurations: one GPU, then every GPU at once (or --gpus). Where a step grows with the GPUs, that step
 is what the host's GPUs share (its CPUs, the kernel, the driver); `gemm` should not grow.
 """
 
@@ -35,17 +42,18 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = ("isolate", "context", "blas", "profiler", "alloc", "gemm", "exit")
+STEPS = ("isolate", "cuinit", "context", "blas", "profiler", "alloc", "gemm", "exit")
 
 
-def _child_steps(torch, isolate: bool) -> dict[str, float]:
-    """In a forked child: each step's wall seconds."""
+def _child_steps(torch, isolate: bool, profiler_activities: str) -> dict[str, float]:
+    """In a forked child: each step's wall seconds, and its CPU seconds as `STEP_cpu`."""
     seconds: dict[str, float] = {}
 
     def timed(name: str, action) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         action()
         seconds[name] = time.perf_counter() - started
+        seconds[f"{name}_cpu"] = time.process_time() - cpu
 
     if isolate:
         from pytest_kernelboard.worker import isolation
@@ -56,6 +64,9 @@ def _child_steps(torch, isolate: bool) -> dict[str, float]:
 
         timed("isolate", isolate_now)
 
+    def cuinit() -> None:  # the driver's start (cuInit, the device count), no context yet
+        torch.cuda.init()
+
     def context() -> None:
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
@@ -65,8 +76,16 @@ def _child_steps(torch, isolate: bool) -> dict[str, float]:
         (a @ a).sum().item()
 
     def profiler() -> None:
-        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=acts):
+        kinds = {
+            "cpu": torch.profiler.ProfilerActivity.CPU,
+            "cuda": torch.profiler.ProfilerActivity.CUDA,
+        }
+        acts = [kinds[n] for n in profiler_activities.split(",") if n in kinds]
+        if profiler_activities == "autograd":  # as a worker's census opens it (census.py)
+            opened = torch.autograd.profiler.profile(use_device="cuda", use_kineto=True)
+        else:
+            opened = torch.profiler.profile(activities=acts)
+        with opened:
             torch.zeros(1, device="cuda")
             torch.cuda.synchronize()
 
@@ -81,6 +100,7 @@ def _child_steps(torch, isolate: bool) -> dict[str, float]:
         torch.cuda.synchronize()
 
     for name, action in (
+        ("cuinit", cuinit),
         ("context", context),
         ("blas", blas),
         ("profiler", profiler),
@@ -91,10 +111,16 @@ def _child_steps(torch, isolate: bool) -> dict[str, float]:
     return seconds
 
 
-def zygote(rounds: int, depth: int, isolate: bool) -> list[dict[str, float]]:
-    """One GPU's zygote: torch imported, `depth` children forked at once, `rounds` times."""
+def zygote(
+    rounds: int, depth: int, isolate: bool, preload: str, profiler_activities: str
+) -> list[dict[str, float]]:
+    """One GPU's zygote: torch imported, `depth` children forked at once, `rounds` times.
+    preload: shared libraries (comma-separated names) loaded here, before any fork."""
     sys.path.insert(0, str(REPO))
     import torch
+
+    for name in filter(None, preload.split(",")):
+        _preload(name)
 
     results = []
     for _ in range(rounds):
@@ -105,7 +131,7 @@ def zygote(rounds: int, depth: int, isolate: bool) -> list[dict[str, float]]:
             if pid == 0:
                 os.close(reader)
                 try:
-                    report = _child_steps(torch, isolate)
+                    report = _child_steps(torch, isolate, profiler_activities)
                 except BaseException as exc:  # noqa: BLE001 - the probe reports any failure
                     report = {"error": repr(exc)}
                 os.write(writer, json.dumps(report).encode())
@@ -122,6 +148,56 @@ def zygote(rounds: int, depth: int, isolate: bool) -> list[dict[str, float]]:
     return results
 
 
+def _preload(name: str) -> None:
+    """dlopen a library of the CUDA wheels (libcupti.so*, ...) into this process, globally."""
+    import ctypes
+    import glob
+    import site
+
+    roots = site.getsitepackages() + [site.getusersitepackages()]
+    found = sorted(p for r in roots for p in glob.glob(f"{r}/nvidia/**/{name}*", recursive=True))
+    torch_lib = sorted(p for r in roots for p in glob.glob(f"{r}/torch/lib/{name}*"))
+    for path in (found or torch_lib)[:1]:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        print(f"preloaded {path}", file=sys.stderr)
+
+
+def _minor_numbers() -> list[int]:
+    """Each GPU's device node number (/dev/nvidiaN), by NVML index."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        return [
+            pynvml.nvmlDeviceGetMinorNumber(pynvml.nvmlDeviceGetHandleByIndex(i))
+            for i in range(count)
+        ]
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _caged(command: list[str], gpu: int, cage: str) -> tuple[list[str], dict[str, str]]:
+    """The zygote under bubblewrap with a /dev of its own: every GPU's node (`all`) or only its
+    own GPU's (`own`, CUDA then sees that one GPU as device 0)."""
+    bwrap = os.environ.get("KERNELBOARD_BWRAP", "bwrap")
+    nodes = [
+        p
+        for p in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+        if os.path.exists(p)
+    ]
+    if os.path.isdir("/dev/nvidia-caps"):
+        nodes.append("/dev/nvidia-caps")
+    minors = _minor_numbers()
+    wanted = [minors[gpu]] if cage == "own" else minors
+    nodes += [f"/dev/nvidia{m}" for m in wanted]
+    wrapped = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--bind", "/dev/shm", "/dev/shm"]
+    for node in nodes:
+        wrapped += ["--dev-bind", node, node]
+    visible = "0" if cage == "own" else str(gpu)
+    return wrapped + ["--"] + command, {"CUDA_VISIBLE_DEVICES": visible}
+
+
 def run(gpus: list[int], args: argparse.Namespace) -> dict:
     """Every GPU's zygote at once; each child's steps, and the churn's wall time."""
     sys.path.insert(0, str(REPO))
@@ -130,11 +206,15 @@ def run(gpus: list[int], args: argparse.Namespace) -> dict:
     sets = split_cpus(allowed_cpus(), len(gpus))
     command = [sys.executable, __file__, "--zygote", "--rounds", str(args.rounds)]
     command += ["--depth", str(args.depth)] + (["--isolate"] if args.isolate else [])
+    command += ["--preload", args.preload, "--profiler-activities", args.profiler_activities]
     started = time.perf_counter()
     processes = []
     for slot, gpu in enumerate(gpus):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        started_as, visible = command, {"CUDA_VISIBLE_DEVICES": str(gpu)}
+        if args.cage:
+            started_as, visible = _caged(command, gpu, args.cage)
+        env = {**os.environ, **visible}
+        process = subprocess.Popen(started_as, env=env, stdout=subprocess.PIPE, text=True)
         if args.pin:
             pin_process(process.pid, sets[slot])
         processes.append(process)
@@ -156,9 +236,11 @@ def summary(result: dict) -> str:
     for step in STEPS:
         values = [r[step] for r in reports if step in r]
         if values:
+            cpu = [r[f"{step}_cpu"] for r in reports if f"{step}_cpu" in r]
             lines.append(
                 f"  {step:<9} median {statistics.median(values) * 1e3:8.1f} ms, "
                 f"max {max(values) * 1e3:8.1f} ms"
+                + (f", CPU median {statistics.median(cpu) * 1e3:8.1f} ms" if cpu else "")
             )
     return "\n".join(lines)
 
@@ -170,15 +252,34 @@ def main() -> int:
     parser.add_argument("--isolate", action="store_true", help="namespaces as a worker makes")
     parser.add_argument("--pin", action="store_true", help="each zygote on its share of CPUs")
     parser.add_argument("--json", type=Path, help="write every child's steps here")
+    parser.add_argument("--preload", default="", help="libraries the zygote loads (libcupti)")
+    parser.add_argument(
+        "--profiler-activities",
+        default="cpu,cuda",
+        help="torch.profiler.profile with cpu,cuda or cuda; 'autograd': the worker's session",
+    )
+    parser.add_argument(
+        "--cage",
+        choices=("all", "own"),
+        help="each zygote under bwrap with every GPU's device node, or its own GPU's alone",
+    )
+    parser.add_argument("--gpus", default="", help="GPU sets, e.g. '0 0,1,2,3' (default: one, all)")
     parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.zygote:
-        print(json.dumps(zygote(args.rounds, args.depth, args.isolate)))
+        print(
+            json.dumps(
+                zygote(
+                    args.rounds, args.depth, args.isolate, args.preload, args.profiler_activities
+                )
+            )
+        )
         return 0
     import torch
 
     results = []
-    for gpus in ([0], list(range(torch.cuda.device_count()))):
+    sets = [[int(g) for g in group.split(",")] for group in args.gpus.split()]
+    for gpus in sets or ([0], list(range(torch.cuda.device_count()))):
         result = run(gpus, args)
         print(summary(result), flush=True)
         results.append(result)
