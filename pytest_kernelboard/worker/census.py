@@ -64,8 +64,8 @@ class KernelCensus:
         self._cuda_events = torch.autograd.DeviceType.CUDA
 
     def warm(self) -> None:
-        """Pay the profiler's first start (CUPTI's, a tenth of a second) now, while the worker
-        starts."""
+        """Pay the profiler's first start (CUPTI's, 30 to 100 ms on an H100 host) now, while the
+        worker starts."""
         self.run(lambda: self.torch.zeros(1, device="cuda"))
 
     def run(self, call: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]]]:

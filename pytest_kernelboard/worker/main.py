@@ -65,7 +65,7 @@ class Worker:
         self.census = KernelCensus(torch) if self.cuda else None
         self.timer = Timer(torch, self.cuda)  # what it calls of torch is captured now
         if context and os.environ.get(WARM_TIMING_VARIABLE):
-            self.census.warm()  # the profiler's first start costs seconds: not in a census
+            self.census.warm()  # CUPTI's first start: not in a census
             self.timer.prepare()  # nor the blocking kernel's compile and load in a calibration
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
         self._output_as_is = False  # this request's output is sent uncopied (a frugal host call)
