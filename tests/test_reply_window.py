@@ -72,6 +72,37 @@ def test_a_passed_outputs_size_is_told_to_the_next_candidates_worker(tmp_path, t
     assert second == [OUTGREW] * len(cases)
 
 
+def test_the_references_fresh_workers_are_told_the_reply_size_before_their_first_timed_call(
+    tmp_path, told
+):
+    """The reference's workers time a case with no correctness call before it: each one's first
+    timed call is told the size the candidates' passed outputs taught (at KernelBench L2 12's
+    size, 0.37 s of host copies in each of the reference's five fresh workers otherwise)."""
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    task = load_catalog(root).get("addone")
+    session = JudgingSession("benchmark", root, reference_workers=2)
+    try:
+        path = tmp_path / "c" / "submission.py"
+        path.parent.mkdir()
+        path.write_text(GOOD)
+        evaluation = session.evaluation(task, SubmissionRef(path, task.name, "c"))
+        case = next(c for c in evaluation.cases() if c.kind != TEST)
+        outcome = evaluation.run(case)
+        assert outcome.passed and outcome.reference_timing is not None
+        evaluation.close()
+    finally:
+        session.close()
+    by_worker: dict[int, list[int]] = {}
+    for pid, nbytes in told:
+        by_worker.setdefault(pid, []).append(nbytes)
+    candidate, *references = by_worker.values()
+    assert candidate[0] == 0  # its check came first, before anything was learnt
+    assert len(references) == 2  # the reference's two fresh workers
+    for told_first in references:
+        assert told_first[0] == OUTGREW
+
+
 class FakeWindow:
     """A device window as the crossing sees it: a size (at least one 2 MiB granule)."""
 

@@ -619,6 +619,8 @@ class SubmissionJudge:
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = warm and worker.request(Op.WARM, remaining_s, case=named).payload["warmed"]
             sent = worker.private_copy(pristine)
+            if not frugal:  # the reference's fresh workers time a case with no check before it
+                worker.expect_reply(self.modules.reply_bytes.get(named, 0))
             self.settle()
             with lost_with(worker, sent):
                 reply = worker.request(
