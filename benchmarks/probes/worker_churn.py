@@ -1,7 +1,7 @@
 """What a fresh worker costs, step by step, while other GPUs of the host start theirs too.
 
-    python benchmarks/probes/worker_churn.py [--rounds 6] [--depth 3] [--isolate] [--pin]
-                                             [--json OUT]
+    python benchmarks/probes/worker_churn.py [--rounds 6] [--depth 3] [--pin] [--gpus SETS]
+        [--profiler-activities cpu,cuda|cuda|autograd] [--cage all|own] [--json OUT]
 
 A batch judge gives every candidate a fresh worker forked from a zygote that imported torch,
 a few at a time per GPU. On a 4-GPU host each GPU's judge judged at about half its lone rate,
@@ -9,8 +9,7 @@ and a fresh worker's start and first calls grew most. This probe does the same c
 kernelboard: one zygote per GPU (CUDA_VISIBLE_DEVICES, torch imported, no CUDA context) forks
 `--depth` children at once, `--rounds` times; each child times its own steps:
 
-- `isolate` (with --isolate): new user, mount, PID, network, IPC and UTS namespaces and a tmpfs
-  over /tmp, as a forked worker makes them (worker/isolation.py);
+- `cuinit`: the driver's start (cuInit and the device count, no context yet);
 - `context`: the CUDA context (one element on the device);
 - `blas`: cuBLAS's set-up (an 8 x 8 matmul, as worker/libraries.py does);
 - `profiler`: torch's profiler started and stopped once (as a worker that takes kernel
@@ -21,13 +20,13 @@ kernelboard: one zygote per GPU (CUDA_VISIBLE_DEVICES, torch imported, no CUDA c
 - `exit`: from the child's last report to its parent's waitpid (the context torn down).
 
 --cage runs each zygote under bubblewrap with every GPU's device node or (`own`) its own GPU's
-alone: whether a worker's driver start waits on the other GPUs it can see. --preload loads
-shared libraries into each zygote before it forks; --gpus names the GPU sets.
+alone: whether a worker's driver start waits on the other GPUs it can see. --gpus names the
+GPU sets.
 Every step reports its CPU seconds beside its wall seconds: a step whose wall time grows with
 the GPUs while its CPU time does not waits for something of the host's.
 
-Configurations: one GPU, then every GPU at once (or --gpus). Where a step grows with the GPUs, that step
-is what the host's GPUs share (its CPUs, the kernel, the driver); `gemm` should not grow.
+Configurations: one GPU, then every GPU at once (or --gpus). Where a step grows with the GPUs,
+that step is what the host's GPUs share (its CPUs, the kernel, the driver); `gemm` should not.
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = ("isolate", "cuinit", "context", "blas", "profiler", "alloc", "gemm", "exit")
+STEPS = ("cuinit", "context", "blas", "profiler", "alloc", "gemm", "exit")
 
 
-def _child_steps(torch, isolate: bool, profiler_activities: str) -> dict[str, float]:
+def _child_steps(torch, profiler_activities: str) -> dict[str, float]:
     """In a forked child: each step's wall seconds, and its CPU seconds as `STEP_cpu`."""
     seconds: dict[str, float] = {}
 
@@ -54,15 +53,6 @@ def _child_steps(torch, isolate: bool, profiler_activities: str) -> dict[str, fl
         action()
         seconds[name] = time.perf_counter() - started
         seconds[f"{name}_cpu"] = time.process_time() - cpu
-
-    if isolate:
-        from pytest_kernelboard.worker import isolation
-
-        def isolate_now() -> None:
-            isolation.unshare_namespaces()
-            isolation.private_folders([Path("/tmp")], [], [], 1 << 26)
-
-        timed("isolate", isolate_now)
 
     def cuinit() -> None:  # the driver's start (cuInit, the device count), no context yet
         torch.cuda.init()
@@ -111,16 +101,10 @@ def _child_steps(torch, isolate: bool, profiler_activities: str) -> dict[str, fl
     return seconds
 
 
-def zygote(
-    rounds: int, depth: int, isolate: bool, preload: str, profiler_activities: str
-) -> list[dict[str, float]]:
-    """One GPU's zygote: torch imported, `depth` children forked at once, `rounds` times.
-    preload: shared libraries (comma-separated names) loaded here, before any fork."""
+def zygote(rounds: int, depth: int, profiler_activities: str) -> list[dict[str, float]]:
+    """One GPU's zygote: torch imported, `depth` children forked at once, `rounds` times."""
     sys.path.insert(0, str(REPO))
     import torch
-
-    for name in filter(None, preload.split(",")):
-        _preload(name)
 
     results = []
     for _ in range(rounds):
@@ -131,7 +115,7 @@ def zygote(
             if pid == 0:
                 os.close(reader)
                 try:
-                    report = _child_steps(torch, isolate, profiler_activities)
+                    report = _child_steps(torch, profiler_activities)
                 except BaseException as exc:  # noqa: BLE001 - the probe reports any failure
                     report = {"error": repr(exc)}
                 os.write(writer, json.dumps(report).encode())
@@ -146,20 +130,6 @@ def zygote(
             report["exit"] = time.perf_counter() - reported
             results.append(report)
     return results
-
-
-def _preload(name: str) -> None:
-    """dlopen a library of the CUDA wheels (libcupti.so*, ...) into this process, globally."""
-    import ctypes
-    import glob
-    import site
-
-    roots = site.getsitepackages() + [site.getusersitepackages()]
-    found = sorted(p for r in roots for p in glob.glob(f"{r}/nvidia/**/{name}*", recursive=True))
-    torch_lib = sorted(p for r in roots for p in glob.glob(f"{r}/torch/lib/{name}*"))
-    for path in (found or torch_lib)[:1]:
-        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        print(f"preloaded {path}", file=sys.stderr)
 
 
 def _minor_numbers() -> list[int]:
@@ -205,8 +175,7 @@ def run(gpus: list[int], args: argparse.Namespace) -> dict:
 
     sets = split_cpus(allowed_cpus(), len(gpus))
     command = [sys.executable, __file__, "--zygote", "--rounds", str(args.rounds)]
-    command += ["--depth", str(args.depth)] + (["--isolate"] if args.isolate else [])
-    command += ["--preload", args.preload, "--profiler-activities", args.profiler_activities]
+    command += ["--depth", str(args.depth), "--profiler-activities", args.profiler_activities]
     started = time.perf_counter()
     processes = []
     for slot, gpu in enumerate(gpus):
@@ -249,10 +218,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--depth", type=int, default=3, help="children forked at once per GPU")
-    parser.add_argument("--isolate", action="store_true", help="namespaces as a worker makes")
     parser.add_argument("--pin", action="store_true", help="each zygote on its share of CPUs")
     parser.add_argument("--json", type=Path, help="write every child's steps here")
-    parser.add_argument("--preload", default="", help="libraries the zygote loads (libcupti)")
     parser.add_argument(
         "--profiler-activities",
         default="cpu,cuda",
@@ -267,13 +234,7 @@ def main() -> int:
     parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.zygote:
-        print(
-            json.dumps(
-                zygote(
-                    args.rounds, args.depth, args.isolate, args.preload, args.profiler_activities
-                )
-            )
-        )
+        print(json.dumps(zygote(args.rounds, args.depth, args.profiler_activities)))
         return 0
     import torch
 

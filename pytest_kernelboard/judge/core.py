@@ -386,8 +386,7 @@ class SubmissionJudge:
         allowed = self._reference_writes(case, pristine) if on_host else UNKNOWN
         calling = time.perf_counter()
         sent = worker.private_copy(pristine)
-        if not frugal:  # (a frugal reply comes back through the inbound window)
-            worker.expect_reply(self.modules.reply_bytes.get(name, 0))
+        self._expect_reply(worker, name, frugal)
         self.settle()
         with lost_with(worker, sent):
             reply = worker.request(Op.CALL, timeout_s, data=sent, frugal=frugal)
@@ -533,6 +532,14 @@ class SubmissionJudge:
         self.release_cached_memory(windows=True)
         return outcome
 
+    def _expect_reply(self, worker: WorkerProcess, name: str, frugal: bool) -> None:
+        """Tell the worker the reply size a passed output of case `name` taught, before a
+        request of that case: a fresh worker's outbound window grows to it first, where its
+        first full-size reply would come back as host copies. A frugal reply comes back
+        through the inbound window."""
+        if not frugal:
+            worker.expect_reply(self.modules.reply_bytes.get(name, 0))
+
     def release_cached_memory(self, windows: bool = False) -> None:
         """Hand the judge's cached, unused device memory back to the driver after a case, where
         it holds KEPT_CACHE_MAX or more.
@@ -619,8 +626,7 @@ class SubmissionJudge:
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = warm and worker.request(Op.WARM, remaining_s, case=named).payload["warmed"]
             sent = worker.private_copy(pristine)
-            if not frugal:  # the reference's fresh workers time a case with no check before it
-                worker.expect_reply(self.modules.reply_bytes.get(named, 0))
+            self._expect_reply(worker, named, frugal)  # the reference's workers check nothing first
             self.settle()
             with lost_with(worker, sent):
                 reply = worker.request(

@@ -55,8 +55,8 @@ class LeaderboardModules:
         # Whether a case's input is large enough to be judged frugally, by case, once one
         # judge has made it (a batch checks only the others ahead, beside other candidates).
         self.frugal_cases: dict[str, bool] = {}
-        # The outbound window a case's passed output needed, by case: a fresh worker's window is
-        # grown to it before its first call of that case (judge/core.py).
+        # The outbound window a case's passed output needed, by case: a worker's window is
+        # grown to it before a call of that case (judge/core.py, _expect_reply).
         self.reply_bytes: dict[str, int] = {}
         with self.active():
             try:
