@@ -101,3 +101,43 @@ def test_a_patched_event_clock_does_not_change_the_sandboxed_timing(tmp_path):
     assert outcome.status == "passed", outcome.message
     assert outcome.timing["clock"] == "cuda_event"
     assert outcome.timing["median_us"] > 1000.0, outcome.timing  # the real sleep, not /1000
+
+
+CAGE_CHECK = """
+import glob
+
+import torch
+
+EXPECTED_UUID = {uuid!r}
+
+
+def custom_kernel(data):
+    x, out = data
+    nodes = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    if len(nodes) != 1 or torch.cuda.device_count() != 1 or EXPECTED_UUID[4:] not in uuid:
+        raise RuntimeError(f"the cage holds {{nodes}}, {{torch.cuda.device_count()}} GPU(s), {{uuid}}")
+    return out.copy_(x + 1)
+"""
+
+
+def test_a_judge_given_one_gpu_cages_its_workers_with_that_gpus_node_alone(tmp_path, monkeypatch):
+    """`kernelboard judge --gpus K`: the worker finds GPU K's node alone in its /dev, one CUDA
+    device, and that it is GPU K (supervisor/gpu_view.py). On a one-GPU host only the last two
+    say anything."""
+    import shutil
+
+    from pytest_kernelboard.batch import Candidate, judge_many
+    from pytest_kernelboard.supervisor import gpu_view
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    last = len(gpu_view.host_gpus() or ()) - 1
+    view = gpu_view.view_of(str(last))
+    assert view is not None, "NVML lists this host's GPUs"
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    source = CAGE_CHECK.format(uuid=view.visible)
+    (record,) = judge_many(
+        "addone", [Candidate("cage.py", source)], mode="test", root=root, gpus=[last]
+    )
+    assert record["status"] == "passed", record["message"]

@@ -4,7 +4,7 @@ environment from these, and the worker and the zygote read them inside.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterable
 from pathlib import Path
 
 SCRATCH_BYTES = 1 << 30  # a worker's home and /tmp, each a tmpfs of this size
@@ -18,9 +18,15 @@ LIMITS_VARIABLE = "KB_WORKER_LIMITS"
 WARM_TIMING_VARIABLE = "KERNELBOARD_WARM_TIMING"
 
 
-def gpu_devices() -> list[str]:
-    """The NVIDIA device nodes (nvidia0..N, nvidiactl, nvidia-uvm, caps): nothing else of /dev."""
-    found = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
-    if os.path.isdir("/dev/dri"):
-        found.append("/dev/dri")
+def gpu_devices(minors: Iterable[int] | None = None, dev: Path = Path("/dev")) -> list[str]:
+    """The NVIDIA device nodes (nvidia0..N, nvidiactl, nvidia-uvm, caps): nothing else of /dev.
+    minors: only these GPUs' own nodes (/dev/nvidia<minor>) among nvidia0..N; None: all."""
+    kept = None if minors is None else {f"nvidia{minor}" for minor in minors}
+    found = sorted(
+        str(p)
+        for p in dev.glob("nvidia*")
+        if kept is None or not p.name[len("nvidia") :].isdigit() or p.name in kept
+    )
+    if (dev / "dri").is_dir():
+        found.append(str(dev / "dri"))
     return found

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
-from ..supervisor import sandbox
+from ..supervisor import gpu_view, sandbox
 from ..supervisor.environment import cache_dirs, default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
@@ -225,7 +225,9 @@ class EvalPyRunner:
         command = [sys.executable, self.script, mode, case_file.name]
         if self.sandboxed:  # the staged folder read-only, its scratch a tmpfs, the caches shared
             command = [
-                *sandbox.bwrap_command(home, folder, cache_dirs(env), workdir=folder),
+                *sandbox.bwrap_command(
+                    home, folder, cache_dirs(env), workdir=folder, gpus=gpu_view.narrow(env)
+                ),
                 *command,
             ]
         with open(log_path, "wb") as log:

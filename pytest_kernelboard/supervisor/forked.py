@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..channel.cage import MAX_RANKS
-from . import sandbox
+from . import gpu_view, sandbox
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine
@@ -60,6 +60,8 @@ class Zygote:
     ):
         self.pool = Path(tempfile.mkdtemp(prefix="kb-pool-"))
         self.host_network = host_network
+        # The judge's GPUs: the only ones whose nodes the cage holds (None: every GPU's).
+        self.gpus = gpu_view.judge_view()
         self.log_path = self.pool / "zygote.log"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -69,7 +71,9 @@ class Zygote:
         self._shared_binds = [
             (str(p), ro) for p, ro in sandbox.binds_under_covers(binds, self.pool)
         ]
-        prefix = sandbox.zygote_command(self.pool, binds, host_network)
+        prefix = sandbox.zygote_command(self.pool, binds, host_network, self.gpus)
+        if self.gpus is not None:  # the zygote never starts CUDA; its children read their own
+            env = {**env, gpu_view.VARIABLE: self.gpus.visible}
         command = [*prefix, sys.executable, "-m", "pytest_kernelboard.worker.zygote"]
         with open(self.log_path, "wb") as log:
             # bwrap's --die-with-parent fires when the thread that started it ends: the zygote
@@ -96,6 +100,18 @@ class Zygote:
         self._exited: dict[str, int] = {}  # token -> its exit code (128 + signal if killed)
 
     # -- workers -----------------------------------------------------------------------------
+    def _caged_env(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` with its CUDA_VISIBLE_DEVICES as it reads inside this cage (gpu_view.py)."""
+        if self.gpus is None:
+            return env
+        caged = dict(env)
+        if gpu_view.narrow(caged, within=self.gpus) is None:
+            raise ZygoteUnavailable(
+                f"a worker's GPUs ({gpu_view.VARIABLE}={env.get(gpu_view.VARIABLE)!r}) lie "
+                f"outside the judge's ({self.gpus.visible!r})"
+            )
+        return caged
+
     def spawn(self, member: Member) -> ForkedProcess:
         """A worker forked with `member`'s socket to the judge and log as its output, in its
         own namespaces, with a tmpfs home at its `cwd`, its `slot` (read-only) and `outbox`
@@ -105,7 +121,7 @@ class Zygote:
         request = {
             "token": token,
             "host_network": self.host_network,
-            "env": member.env,
+            "env": self._caged_env(member.env),
             "cwd": str(member.cwd),
             "covered": self._covered,
             "binds": [*member.binds(), *self._shared_binds],
@@ -123,7 +139,7 @@ class Zygote:
         request = {
             "token": uuid.uuid4().hex,
             "members": [
-                {"token": token, "env": m.env, "cwd": str(m.cwd)}
+                {"token": token, "env": self._caged_env(m.env), "cwd": str(m.cwd)}
                 for token, m in zip(tokens, members, strict=True)
             ],
             "covered": self._covered,
@@ -329,7 +345,11 @@ def zygote_for(
     zygotes are off or one failed to start here (the caller starts workers the usual way)."""
     if not enabled():
         return None
-    key = (str(host_network), *(str(p) for p in (*cache_dirs, *exchange)))
+    key = (
+        str(host_network),
+        str(gpu_view.judge_view()),  # a judge that now sees other GPUs needs another cage
+        *(str(p) for p in (*cache_dirs, *exchange)),
+    )
     with _lock:
         if key not in _zygotes:
             try:

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..channel.cage import LIMITS_VARIABLE, WARM_TIMING_VARIABLE
-from . import forked, sandbox, shm_manager
+from . import forked, gpu_view, sandbox, shm_manager
 from .environment import cache_dirs, default_cache_dir, worker_environment
 
 NCCL_LOG_NAME = "nccl.log"
@@ -183,8 +183,9 @@ class WorkerLaunch:
         if self.launcher is not None:
             tools.append(self.launcher.tool_dir)
             exchange.append(self.launcher.output_dir)
+        gpus = gpu_view.narrow(self.env)  # its own GPUs' nodes alone, renamed to match
         return sandbox.bwrap_command(
-            self.home, self.stage_slot, caches, exchange, self.host_network, tools
+            self.home, self.stage_slot, caches, exchange, self.host_network, tools, gpus=gpus
         )
 
 

@@ -5,7 +5,7 @@ namespaces: it cannot see, signal or ptrace the judge, read `/proc/<judge>/envir
 the network. The filesystem is empty but for what the worker needs: system directories, the
 Python installation and the package read-only, the submission's staged folder read-only, a
 private scratch home and /tmp (sized tmpfs), the compile caches writable, /dev/shm (tensors
-cross there) and the GPU's device nodes. bwrap sets PR_SET_NO_NEW_PRIVS, and with
+cross there) and the device nodes of the judge's GPUs alone (gpu_view.py). bwrap sets PR_SET_NO_NEW_PRIVS, and with
 --die-with-parent and its PID namespace every process the worker started dies with it.
 
 What crosses the boundary, and only that: the socket pair to the judge (one inherited
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..channel.cage import SCRATCH_BYTES, gpu_devices
 from .environment import package_root
+from .gpu_view import GpuView
 
 POLICY_VARIABLE = "KERNELBOARD_SANDBOX"
 POLICIES = ("auto", "require", "off")
@@ -179,12 +180,13 @@ def _outermost(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
-def _device_mounts(proc_bound: bool = False) -> list[str]:
-    """The GPU's device nodes and the driver's entries where there is a GPU, and /dev/shm
-    (tensors cross through its files, torch's file_system strategy: the judge's own).
+def _device_mounts(proc_bound: bool = False, gpus: GpuView | None = None) -> list[str]:
+    """The GPUs' device nodes (`gpus`' alone where given: supervisor/gpu_view.py) and the
+    driver's entries where there is a GPU, and /dev/shm (tensors cross through its files,
+    torch's file_system strategy: the judge's own).
     proc_bound: the host's /proc is bound whole already (the zygote's cage)."""
     args: list[str] = []
-    devices = gpu_devices()
+    devices = gpu_devices(gpus.minors if gpus is not None else None)
     for device in devices:
         args += ["--dev-bind", device, device]
     for path in _driver_files() if devices else []:
@@ -203,6 +205,7 @@ def bwrap_command(
     host_network: bool = False,
     tools: Iterable[Path] = (),
     workdir: Path | None = None,
+    gpus: GpuView | None = None,
 ) -> list[str]:
     """The prefix that starts a command inside the sandbox.
 
@@ -210,8 +213,9 @@ def bwrap_command(
     stage: the folder the judge stages the submission into, read-only inside;
     caches: compile caches, writable; exchange: host folders both sides use (the shared-memory
     managers' sockets, a profiler's report), writable; tools: a profiler's own folder, read-only;
-    workdir: where the command starts (default: home). Descriptors the caller passes (the
-    socket, a pipe) are inherited.
+    workdir: where the command starts (default: home); gpus: the GPUs whose nodes it holds
+    (gpu_view.narrow; None: every GPU's). Descriptors the caller passes (the socket, a pipe)
+    are inherited.
     """
     args = [BWRAP, *_namespace_args(host_network), *_system_mounts()]
     # A private /tmp first: what is bound below may itself live under /tmp (a checkout there).
@@ -219,7 +223,7 @@ def bwrap_command(
     read_only = [*python_paths(), package_root(), *tools]
     for path in _outermost(read_only):
         args += ["--ro-bind", str(path), str(path)]
-    args += _device_mounts()
+    args += _device_mounts(gpus=gpus)
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", str(home)]
     args += ["--ro-bind", str(stage), str(stage)]
     for cache in caches:
@@ -250,7 +254,10 @@ def zygote_binds(
 
 
 def zygote_command(
-    pool: Path, binds: Iterable[tuple[Path, bool]], host_network: bool = False
+    pool: Path,
+    binds: Iterable[tuple[Path, bool]],
+    host_network: bool = False,
+    gpus: GpuView | None = None,
 ) -> list[str]:
     """The prefix that starts the zygote (worker/zygote.py): a worker's cage without a home or
     a slot of its own, with the pool where the judge makes each worker's folders instead
@@ -258,7 +265,8 @@ def zygote_command(
     worker mounts a /proc of its own PID namespace over it, which Linux allows only where a
     complete /proc is already mounted (bwrap's own hides parts); the zygote itself never runs
     participant code. host_network: the zygote of multi-GPU ranks, which keep the host's
-    network as their bwrap would."""
+    network as their bwrap would. gpus: the judge's GPUs, whose nodes alone it holds (None:
+    every GPU's); its workers and ranks take theirs among them."""
     proc = ["--bind", "/proc", "/proc"]
     args = [BWRAP, *_namespace_args(host_network, proc), *_system_mounts()]
     for folder in temporary_folders():
@@ -267,7 +275,7 @@ def zygote_command(
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
         args += ["--ro-bind" if read_only else "--bind", str(path), str(path)]
-    args += _device_mounts(proc_bound=True)
+    args += _device_mounts(proc_bound=True, gpus=gpus)
     args += ["--remount-ro", "/", "--chdir", str(pool)]
     return [*args, "--"]
 
