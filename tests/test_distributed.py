@@ -14,6 +14,7 @@ from pytest_kernelboard.judge.core import CaseOutcome, SubmissionJudge
 from pytest_kernelboard.judge.distributed import (
     CPU_MAX_WORLD_SIZE,
     DistributedJudge,
+    answered_reference,
     make_judge,
     rank_summary,
 )
@@ -217,6 +218,42 @@ def test_two_groups_at_once_do_not_collide_on_ports(task, modules):
     finally:
         for judge in judges:
             judge.close()
+
+
+def test_checks_at_once_each_see_their_own_answer_for_the_reference():
+    """Two judges sharing a leaderboard's modules check ranks at once: one's stand-in for
+    ref_kernel never answers the other's check, and the real one is back after both (on a
+    2 x H200 host the second check once met the real ref_kernel and its all_reduce)."""
+    import types
+
+    def real(data):
+        raise AssertionError("the real ref_kernel ran inside a check")
+
+    shared = types.SimpleNamespace(reference=types.SimpleNamespace(ref_kernel=real))
+    first_inside, second_inside, first_left = (threading.Event() for _ in range(3))
+    seen: dict[str, object] = {}
+
+    def first() -> None:
+        with answered_reference(shared, "first"):
+            first_inside.set()
+            second_inside.wait(0.5)  # the second check is let in meanwhile, or waits its turn
+            seen["first"] = shared.reference.ref_kernel(None)
+        first_left.set()
+
+    def second() -> None:
+        first_inside.wait(5)
+        with answered_reference(shared, "second"):
+            second_inside.set()
+            first_left.wait(1)  # the first check restores what it found as it leaves
+            seen["second"] = shared.reference.ref_kernel(None)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == {"first": "first", "second": "second"}
+    assert shared.reference.ref_kernel is real
 
 
 def test_timed_case_reports_every_rank_and_counts_the_slowest(task, modules):

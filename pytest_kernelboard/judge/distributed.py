@@ -28,6 +28,7 @@ import copy
 import re
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -622,16 +623,23 @@ def rank_summary(per_call: list[list[float]], world_size: int, backend: str) -> 
     }
 
 
+# One check at a time answers for the reference: two judges of one process sharing a
+# leaderboard's modules (cases judged at once in threads) would otherwise each restore the
+# other's stand-in, and a check would then call the real ref_kernel, collectives and all.
+_answering = threading.Lock()
+
+
 @contextmanager
 def answered_reference(modules: LeaderboardModules, expected: Any) -> Iterator[None]:
     """While check_implementation runs, the reference's ref_kernel returns `expected`."""
-    reference = modules.reference
-    original = reference.ref_kernel
-    reference.ref_kernel = lambda data: copy.deepcopy(expected)
-    try:
-        yield
-    finally:
-        reference.ref_kernel = original
+    with _answering:
+        reference = modules.reference
+        original = reference.ref_kernel
+        reference.ref_kernel = lambda data: copy.deepcopy(expected)
+        try:
+            yield
+        finally:
+            reference.ref_kernel = original
 
 
 def make_judge(
