@@ -101,6 +101,10 @@ def test_two_judges_time_the_reference_in_five_workers_in_all(two_judges):
     # Each judge's share of the reference says where its workers' seconds went.
     shares = [text for label, text in two_judges["lines"] if "its share of the reference" in text]
     assert shares and all("worker_start" in text and "timing" in text for text in shares)
+    # And how long the judge took to start before it: its process, zygote, first import.
+    started = [a["started_s"] for a in two_judges["accounts"] if a["phase"] == "reference"]
+    assert len(started) == 2 and all(0 < s < 120 for s in started)
+    assert all("s after it was started" in text for text in shares)
 
 
 @pytest.mark.runs_long

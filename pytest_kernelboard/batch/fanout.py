@@ -112,6 +112,7 @@ class GpuJudges:
         self.started_at = time.monotonic()
         self.inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
         self.processes: list[subprocess.Popen] = []
+        self.launched: list[float] = []  # when each judge process was started (monotonic)
         # GPU indices count within this process's own mask (Ray, a scheduler), if it has one.
         inherited = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         for slot, group in enumerate(self.gpus):
@@ -139,6 +140,7 @@ class GpuJudges:
                     bufsize=1,
                 )
             )
+            self.launched.append(time.monotonic())
             # Pinned as it starts, before torch or any worker: all it starts inherits the set.
             pin_process(self.processes[-1].pid, self.cpu_sets[slot])
         self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
@@ -184,6 +186,11 @@ class GpuJudges:
                 for other in range(len(self.processes)):
                     self._tell(other, combined)
         elif kind == PHASE and progress is not None:
+            if message["phase"] == "reference" and "started_s" not in message:
+                # The judge's own start before its share: its process, its zygote and workers,
+                # its first candidate's import (what a 40-candidate batch pays once per GPU).
+                since = time.monotonic() - self.launched[slot] - message["reference_s"]
+                message = {**message, "started_s": since}
             progress.phase(f"judge {slot} (GPU {_names(self.gpus[slot])})", phase_line(message))
 
     def judge(
@@ -312,10 +319,12 @@ def phase_line(message: dict[str, Any]) -> str:
     """A judge's account of its time, as a progress line."""
     if message["phase"] == "reference":
         workers = ", ".join(str(w) for w in message["workers"])
+        started = message.get("started_s")
         return (
             f"timed its share of the reference (its workers {workers} of {message['of']}) "
             f"on {message['cases']} case(s) in {message['reference_s']:.1f} s"
             + reference_parts_note(message.get("parts") or {})
+            + (f", {started:.1f} s after it was started" if started is not None else "")
         )
     return (
         f"judged {message['candidates']} candidate(s) in {message['candidates_s']:.1f} s "
