@@ -125,12 +125,25 @@ def test_a_workers_cage_and_the_zygotes_bind_only_their_gpus_nodes(tmp_path, mon
     assert {n for n in bound_nodes(every) if n[6:].isdigit()} == {f"nvidia{i}" for i in range(4)}
 
 
-def test_the_judges_own_variable_is_what_its_zygote_holds(monkeypatch):
+def test_each_set_of_gpus_gets_a_zygote_caged_to_it(monkeypatch):
+    """A judge's single-GPU workers share a zygote holding their GPU's node alone; its
+    multi-GPU ranks (the judge's whole list) get another one."""
     monkeypatch.setattr(gpu_view, "host_gpus", lambda: H100S)
-    assert gpu_view.judge_view({"CUDA_VISIBLE_DEVICES": "2,3"}) == GpuView(
-        (1, 0), "GPU-2aa2,GPU-3aa3"
-    )
-    assert gpu_view.judge_view({}) is None
+    started = []
+
+    class Recorded:
+        def __init__(self, cache_dirs, exchange, env, host_network=False):
+            self.gpus = gpu_view.env_view(env)
+            started.append(self)
+
+    monkeypatch.setattr(forked, "Zygote", Recorded)
+    monkeypatch.setattr(forked, "_zygotes", {})
+    own = forked.zygote_for([], [], {"CUDA_VISIBLE_DEVICES": "2"})
+    assert forked.zygote_for([], [], {"CUDA_VISIBLE_DEVICES": "2"}) is own
+    ranks = forked.zygote_for([], [], {"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert ranks is not own and len(started) == 2
+    assert own.gpus == GpuView((1,), "GPU-2aa2")
+    assert ranks.gpus == GpuView((1, 0), "GPU-2aa2,GPU-3aa3")
 
 
 def test_the_zygote_renames_each_workers_gpus_and_refuses_one_outside_its_cage(monkeypatch):

@@ -121,23 +121,27 @@ def custom_kernel(data):
 """
 
 
-def test_a_judge_given_one_gpu_cages_its_workers_with_that_gpus_node_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_a_judge_given_one_gpu_cages_its_workers_with_that_gpus_node_alone(
+    tmp_path, monkeypatch, which
+):
     """`kernelboard judge --gpus K`: the worker finds GPU K's node alone in its /dev, one CUDA
-    device, and that it is GPU K (supervisor/gpu_view.py). On a one-GPU host only the last two
-    say anything."""
+    device, and that it is GPU K (supervisor/gpu_view.py); the first GPU is judged in this
+    process, which sees every GPU, the last by a judge process that sees it alone. On a
+    one-GPU host only the last two checks say anything."""
     import shutil
 
     from pytest_kernelboard.batch import Candidate, judge_many
     from pytest_kernelboard.supervisor import gpu_view
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    last = len(gpu_view.host_gpus() or ()) - 1
-    view = gpu_view.view_of(str(last))
+    gpu = 0 if which == "first" else len(gpu_view.host_gpus() or ()) - 1
+    view = gpu_view.view_of(str(gpu))
     assert view is not None, "NVML lists this host's GPUs"
     root = tmp_path / "repo"
     shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
     source = CAGE_CHECK.format(uuid=view.visible)
     (record,) = judge_many(
-        "addone", [Candidate("cage.py", source)], mode="test", root=root, gpus=[last]
+        "addone", [Candidate("cage.py", source)], mode="test", root=root, gpus=[gpu]
     )
     assert record["status"] == "passed", record["message"]

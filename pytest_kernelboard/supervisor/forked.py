@@ -60,8 +60,9 @@ class Zygote:
     ):
         self.pool = Path(tempfile.mkdtemp(prefix="kb-pool-"))
         self.host_network = host_network
-        # The judge's GPUs: the only ones whose nodes the cage holds (None: every GPU's).
-        self.gpus = gpu_view.judge_view()
+        # The GPUs `env` names (a single-GPU worker's own; the judge's, for multi-GPU ranks,
+        # which lease theirs among them): the only ones whose nodes the cage holds.
+        self.gpus = gpu_view.env_view(env)
         self.log_path = self.pool / "zygote.log"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -341,13 +342,14 @@ _lock = threading.Lock()
 def zygote_for(
     cache_dirs: list[Path], exchange: list[Path], env: dict[str, str], host_network: bool = False
 ) -> Zygote | None:
-    """This process's zygote for these folders (and network), started on first use; None where
-    zygotes are off or one failed to start here (the caller starts workers the usual way)."""
+    """This process's zygote for these folders, network and GPUs (`env`'s), started on first
+    use; None where zygotes are off or one failed to start here (the caller starts workers the
+    usual way)."""
     if not enabled():
         return None
     key = (
         str(host_network),
-        str(gpu_view.judge_view()),  # a judge that now sees other GPUs needs another cage
+        str(gpu_view.env_view(env)),  # workers of other GPUs need a cage of their own
         *(str(p) for p in (*cache_dirs, *exchange)),
     )
     with _lock:

@@ -17,7 +17,6 @@ keeps every GPU's node and the variable stays as it was.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
@@ -117,15 +116,13 @@ def narrow(env: MutableMapping[str, str], within: GpuView | None = None) -> GpuV
     """The view of `env`'s GPUs, its CUDA_VISIBLE_DEVICES rewritten to read the same inside
     a cage that holds them; None (env untouched) where the cage keeps every node, or where
     `within` (an outer cage, the zygote's) lacks one of them."""
-    view = view_of(env.get(VARIABLE), order=env.get("CUDA_DEVICE_ORDER"))
+    view = env_view(env)
     if view is None or (within is not None and not set(view.minors) <= set(within.minors)):
         return None
     env[VARIABLE] = view.visible
     return view
 
 
-def judge_view(environ: Mapping[str, str] | None = None) -> GpuView | None:
-    """The GPUs this judge process was given (its own CUDA_VISIBLE_DEVICES): what its zygote's
-    cage holds, since its workers and its multi-GPU cases' ranks take theirs among them."""
-    environ = os.environ if environ is None else environ
-    return view_of(environ.get(VARIABLE), order=environ.get("CUDA_DEVICE_ORDER"))
+def env_view(env: Mapping[str, str]) -> GpuView | None:
+    """The GPUs an environment's CUDA_VISIBLE_DEVICES names (None: every GPU's node)."""
+    return view_of(env.get(VARIABLE), order=env.get("CUDA_DEVICE_ORDER"))

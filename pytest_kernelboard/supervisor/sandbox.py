@@ -265,8 +265,8 @@ def zygote_command(
     worker mounts a /proc of its own PID namespace over it, which Linux allows only where a
     complete /proc is already mounted (bwrap's own hides parts); the zygote itself never runs
     participant code. host_network: the zygote of multi-GPU ranks, which keep the host's
-    network as their bwrap would. gpus: the judge's GPUs, whose nodes alone it holds (None:
-    every GPU's); its workers and ranks take theirs among them."""
+    network as their bwrap would. gpus: the GPUs whose nodes alone it holds (None: every
+    GPU's); its workers and ranks take theirs among them."""
     proc = ["--bind", "/proc", "/proc"]
     args = [BWRAP, *_namespace_args(host_network, proc), *_system_mounts()]
     for folder in temporary_folders():
