@@ -98,6 +98,8 @@ class CaseFeedback(Record):
     # where its lower end is above p.
     speedup_ci95: tuple[float, ...] | None | Absent = ABSENT
     stop_reason: str | None = None
+    # The timed calls time_us rests on (the warm-up's not counted): what stop_reason let run.
+    calls: int | Absent = ABSENT
     # On a GPU: most timed calls were charged their host time (launches, Python), not their
     # device time. Such a time moves with the process far more than its own samples show (in a
     # batch, ci95_us holds that spread as the reference's workers measured it).
@@ -171,6 +173,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         speedup=outcome.speedup,
         speedup_ci95=_case_interval(case, outcome),
         stop_reason=(timing or {}).get("stop_reason"),
+        calls=len((timing or {}).get("samples_us") or ()) or ABSENT,
         host_bound=host_bound(timing),
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
