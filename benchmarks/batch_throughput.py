@@ -1,7 +1,7 @@
 """Throughput and verdicts of `kernelboard judge` on a batch, judged twice.
 
     python benchmarks/batch_throughput.py [CANDIDATES.jsonl EXPECTED.json] [--root REPO]
-        [--mode test|benchmark] [--runs 2] [--gpus 0] [--load-inline] [--out DIR]
+        [--mode test|benchmark] [--runs 2] [--gpus 0] [--in-flight K] [--load-inline] [--out DIR]
     python benchmarks/batch_throughput.py --kernelbench-problem PROBLEM.py --candidates 100
         [--mode benchmark] [--runs 2] [--out DIR]
     python benchmarks/batch_throughput.py --compare-pytest 6
@@ -37,6 +37,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,11 +72,13 @@ def judge(
     out: Path,
     log: Path,
     gpus: str | None = None,
+    in_flight: int | None = None,
 ) -> tuple[float, list[dict[str, Any]]]:
     """One `kernelboard judge` run: its wall time and its records."""
     command = kernelboard_command() + ["judge", leaderboard, *map(str, paths)]
     command += ["--mode", mode, "--root", str(root), "--out", str(out)]
     command += ["--gpus", gpus] if gpus else []
+    command += ["--in-flight", str(in_flight)] if in_flight else []
     started = time.perf_counter()
     with log.open("w") as stderr:
         result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -222,6 +225,7 @@ def report_batch(args: argparse.Namespace) -> int:
             out / f"records-{index + 1}.jsonl",
             out / f"judge-{index + 1}.log",
             args.gpus,
+            args.in_flight,
         )
         wrong = []
         for record in records:
@@ -242,6 +246,12 @@ def report_batch(args: argparse.Namespace) -> int:
         account = batch_account([r["phases"] for r in records if r.get("phases")])
         (out / f"phases-{index + 1}.json").write_text(json.dumps(account, indent=1) + "\n")
         print("\n".join(account_lines(account, wall)))
+        calls = [c["calls"] for r in records for c in r["cases"] if c.get("calls")]
+        if calls:  # what the stopping rule asked for: most of `timing` on a GPU
+            print(
+                f"  timed calls a timed case: mean {statistics.mean(calls):.1f}, "
+                f"median {statistics.median(calls):g}, of {len(calls)} cases"
+            )
         if wrong:
             print(f"\nverdicts not as expected ({len(wrong)}):")
             print(table(wrong, ["id", "what", "expected", "got", "message"]))
@@ -422,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
     parser.add_argument("--gpus", metavar="0,1,...", help="passed to kernelboard judge")
+    parser.add_argument("--in-flight", type=int, metavar="K", help="passed to kernelboard judge")
     parser.add_argument("--load-inline", action="store_true", help="the 20 load_inline candidates")
     parser.add_argument(
         "--kernelbench-problem",

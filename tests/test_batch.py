@@ -571,3 +571,34 @@ def test_the_reference_s_cases_are_handed_on_as_each_is_final(workers, fails, ex
     assert [len(r) if isinstance(r, list) else "failed" for r in results] == [
         workers if name != fails else "failed" for name in "abc"
     ]
+
+
+@pytest.mark.parametrize("in_flight", [None, 2])
+def test_a_judge_keeps_as_many_candidates_in_flight_as_asked(core_repo, monkeypatch, in_flight):
+    """`--in-flight K`: while one candidate is judged, K - 1 others are prepared beside it
+    (four in flight by default for a judge alone)."""
+    from pytest_kernelboard.batch.judge import BatchJudge
+
+    beside: list[int] = []
+    judge_one = BatchJudge._judge_one
+
+    def counting(self, candidate, evaluation, others):
+        beside.append(len(others))
+        return judge_one(self, candidate, evaluation, others)
+
+    monkeypatch.setattr(BatchJudge, "_judge_one", counting)
+    candidates = [Candidate(f"c{i}.py", GOOD) for i in range(6)]
+    records = list(
+        judge_many("addone", candidates, mode="test", root=core_repo, gpus=[], in_flight=in_flight)
+    )
+    assert [r["status"] for r in records] == ["passed"] * 6
+    assert max(beside) == (in_flight or 4) - 1
+
+
+@pytest.mark.parametrize("value", ["0", "17", "two"])
+def test_in_flight_outside_its_bounds_is_refused_by_name(value, capsys):
+    from pytest_kernelboard import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["judge", "addone", "a.py", "--in-flight", value])
+    assert "--in-flight" in capsys.readouterr().err

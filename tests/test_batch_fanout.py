@@ -259,3 +259,31 @@ def test_one_gpu_other_than_the_first_gets_a_judge_process_that_sees_it_alone(
     (record,) = judge_many("addone", [Candidate("a.py", GOOD)], mode="test", root=root, gpus=[3])
     assert seen == ["3"]  # one judge process, pinned to GPU 3 before torch starts in it
     assert record["status"] == "passed", record
+
+
+def test_a_gpus_judge_process_gets_no_more_candidates_at_once_than_in_flight(tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    commands, queued = [], []
+    real_popen, tell = fanout.subprocess.Popen, fanout.GpuJudges._tell
+
+    def popen(command, **kwargs):
+        commands.append(command)
+        return real_popen(command, **kwargs)
+
+    def telling(self, slot, message):
+        if message.get("type") == "candidate":
+            queued.append(len(self.assigned[slot]))
+        tell(self, slot, message)
+
+    monkeypatch.setattr(fanout.subprocess, "Popen", popen)
+    monkeypatch.setattr(fanout.GpuJudges, "_tell", telling)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    candidates = [Candidate(f"{c}.py", GOOD) for c in "abcde"]
+    records = list(judge_many("addone", candidates, mode="test", root=root, gpus=[3], in_flight=2))
+    assert [r["status"] for r in records] == ["passed"] * 5
+    (command,) = commands
+    assert command[command.index("--in-flight") + 1] == "2"  # its own look-ahead matches
+    assert max(queued) == 2 and len(queued) == 5

@@ -13,6 +13,7 @@ from typing import IO, Any
 from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from .candidates import load_candidates
+from .depth import IN_FLIGHT, MAX_IN_FLIGHT, PREFETCH, in_flight_arg
 from .judge import MODES, judge_many
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
 from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS, reference_workers_arg
@@ -114,6 +115,7 @@ def _records(
         profile=args.profile,
         candidate_workers=args.candidate_workers,
         reference_workers=args.reference_workers,
+        in_flight=args.in_flight,
     )
 
 
@@ -185,6 +187,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"time the reference on every case in R fresh workers (default {REFERENCE_WORKERS}; "
         f"at least {MIN_REFERENCE_WORKERS}): fewer cost less, their spread widens every "
         "speedup's interval more",
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=in_flight_arg,
+        metavar="K",
+        help=f"candidates each GPU's judge keeps in flight, the judged one included: the others "
+        f"start their workers, import and make their correctness calls meanwhile (default "
+        f"{PREFETCH + 1} for one GPU's judge, {IN_FLIGHT} for each of several GPUs'; at most "
+        f"{MAX_IN_FLIGHT})",
     )
     parser.add_argument(
         "--profile",

@@ -11,3 +11,17 @@ in flight per judge made a worker's start 3.1 s instead of 1.5 s and the batch 2
 
 PREFETCH = 3  # candidates prepared ahead of the one being judged, by a judge alone on a host
 IN_FLIGHT = 3  # candidates queued at each GPU's judge process beside others: the judged one too
+MAX_IN_FLIGHT = 16  # what `--in-flight` accepts: each is a worker with a CUDA context
+
+
+def in_flight_arg(text: str) -> int:
+    """`kernelboard judge --in-flight K`: candidates each GPU's judge keeps in flight."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_IN_FLIGHT:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_IN_FLIGHT} candidates, got {text!r}")
+    return value

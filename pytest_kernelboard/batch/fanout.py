@@ -2,7 +2,7 @@
 and one timing of the reference that every judge shares.
 
 Each process is `python -m pytest_kernelboard.batch.gpu_judge LEADERBOARD MODE ROOT EXCESSIVE
---share K/N [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts and,
+--share K/N [--in-flight F] [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts and,
 with everything it starts, to its own share of the host's CPUs (judge/cpu_sets.py). Both
 ways, a line is one JSON object whose "type" says what it is:
 
@@ -70,6 +70,7 @@ def judge_on_gpus(
     progress: Progress | None = None,
     candidate_workers: int = 1,
     reference_workers: int = REFERENCE_WORKERS,
+    in_flight: int = IN_FLIGHT,
 ) -> Iterator[dict[str, Any]]:
     """One batch on judge processes started for it and stopped after it."""
     judges = GpuJudges(
@@ -81,6 +82,7 @@ def judge_on_gpus(
         profile,
         candidate_workers,
         reference_workers=reference_workers,
+        in_flight=in_flight,
     )
     try:
         yield from judges.judge(candidates, progress)
@@ -104,9 +106,12 @@ class GpuJudges:
         candidate_workers: int = 1,
         cpu_sets: Sequence[frozenset[int]] | None = None,
         reference_workers: int = REFERENCE_WORKERS,
+        in_flight: int = IN_FLIGHT,
     ) -> None:
         """cpu_sets: the CPUs each judge (and its workers) may use, one set per GPU group;
-        default: the CPUs this process may use, split between the judges (cpu_sets.py)."""
+        default: the CPUs this process may use, split between the judges (cpu_sets.py).
+        in_flight: candidates queued at each judge, the one it judges included (depth.py)."""
+        self.in_flight = in_flight
         self.gpus = [list(group) for group in gpus]
         self.cpu_sets = list(cpu_sets or split_cpus(allowed_cpus(), len(self.gpus)))
         self.started_at = time.monotonic()
@@ -132,6 +137,7 @@ class GpuJudges:
                     + ["--share", f"{slot}/{len(self.gpus)}"]
                     + ["--candidate-workers", str(candidate_workers)]
                     + ["--reference-workers", str(reference_workers)]
+                    + ["--in-flight", str(in_flight)]
                     + (["--profile"] if profile else []),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -205,7 +211,7 @@ class GpuJudges:
         waiting = deque(range(base, base + len(candidates)))
 
         def send_one(slot: int) -> bool:
-            if slot in self.ended or len(self.assigned[slot]) >= IN_FLIGHT or not waiting:
+            if slot in self.ended or len(self.assigned[slot]) >= self.in_flight or not waiting:
                 return False
             index = waiting.popleft()
             self.assigned[slot].append(index)

@@ -14,6 +14,7 @@ from queue import Queue
 from typing import IO, Any
 
 from .candidates import Candidate
+from .depth import IN_FLIGHT
 from .judge import BatchJudge, find_task
 from .reference_share import CANDIDATE, RECORD, REFERENCE, REFERENCE_WORKERS, ReferenceShare
 
@@ -36,7 +37,7 @@ def _route(lines: IO[str], candidates: Queue[Candidate | None], share: Reference
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
     argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W]
-    [--reference-workers R] [--profile]"""
+    [--reference-workers R] [--in-flight F] [--profile]"""
     leaderboard, mode, root, excessive = argv[:4]
     judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
 
@@ -45,6 +46,7 @@ def main(argv: list[str]) -> int:
 
     workers = count("--candidate-workers", 1)
     reference_workers = count("--reference-workers", REFERENCE_WORKERS)
+    in_flight = count("--in-flight", IN_FLIGHT)  # the parent sends no more than these at once
     # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
     # C code, a worker started from here) writes to stderr.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -69,6 +71,7 @@ def main(argv: list[str]) -> int:
         profile="--profile" in argv,
         reference_share=share,
         candidate_workers=workers,
+        prefetch=in_flight - 1,
     )
 
     def incoming() -> Iterator[Candidate]:

@@ -54,7 +54,7 @@ from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
 from ..supervisor.pausing import paused
 from .candidates import Candidate
-from .depth import PREFETCH
+from .depth import IN_FLIGHT, PREFETCH
 from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
@@ -103,6 +103,7 @@ def judge_many(
     profile: bool = False,
     candidate_workers: int = 1,
     reference_workers: int = REFERENCE_WORKERS,
+    in_flight: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready record per candidate (schema: records.record_schema()), in the order
     given, each as soon as it and the ones before it are judged.
@@ -113,6 +114,8 @@ def judge_many(
     combined as the reference's are (default 1: one worker, more only where host-bound).
     reference_workers: the fresh workers the reference is timed in on each case (default 5;
     3 at the least, so that their spread has two degrees of freedom).
+    in_flight: candidates each GPU's judge keeps in flight, the judged one included (default
+    PREFETCH + 1 for a judge alone, IN_FLIGHT beside other GPUs' judges: batch/depth.py).
     """
     if reference_workers < MIN_REFERENCE_WORKERS:
         raise ValueError(
@@ -132,6 +135,7 @@ def judge_many(
             profile=profile,
             candidate_workers=candidate_workers,
             reference_workers=reference_workers,
+            prefetch=in_flight - 1 if in_flight else PREFETCH,
         )
         try:
             yield from judge.judge(candidates)
@@ -152,6 +156,7 @@ def judge_many(
         progress,
         candidate_workers,
         reference_workers,
+        in_flight or IN_FLIGHT,
     )
 
 
@@ -198,8 +203,10 @@ class BatchJudge:
         reference_share: ReferenceShare | None = None,
         candidate_workers: int = 1,
         reference_workers: int = REFERENCE_WORKERS,
+        prefetch: int = PREFETCH,
     ):
-        """reference_share: this judge is one of several GPUs' (fanout.py); it times its share
+        """prefetch: candidates prepared ahead of the one being judged (batch/depth.py).
+        reference_share: this judge is one of several GPUs' (fanout.py); it times its share
         of the reference's workers (of the share's total, which then stands for
         reference_workers) and takes the combined timing from the parent."""
         if reference_share is not None:
@@ -236,7 +243,8 @@ class BatchJudge:
             "candidates_s": 0.0,
             "waited_s": 0.0,
         }
-        self.session.pool.spares = spares if spares is not None else default_spares()
+        self.prefetch = prefetch
+        self.session.pool.spares = spares if spares is not None else default_spares(prefetch)
         # Benchmark mode on a GPU takes a kernel census of every candidate (only library
         # kernels?): its workers start the profiler while they start, off the critical path.
         # Asked for without looking for a GPU, which would import torch here: a worker without
@@ -303,7 +311,7 @@ class BatchJudge:
             return True
 
         def arrived_so_far() -> list[SubmissionEvaluation]:
-            while len(pending) <= PREFETCH and take(block=False):
+            while len(pending) <= self.prefetch and take(block=False):
                 pass
             return [e for _, e, _ in pending]
 
@@ -317,7 +325,7 @@ class BatchJudge:
                 pending[0][2].join()
             self._time_reference_share(arrived_so_far)
         while pending or take(block=True):
-            while len(pending) <= PREFETCH and take(block=False):
+            while len(pending) <= self.prefetch and take(block=False):
                 pass
             candidate, evaluation, thread = pending.popleft()
             with self._clocks[evaluation].phase("prepare_wait"):
@@ -668,7 +676,8 @@ def reference_key(case: Case) -> str:
     return case_key(case.kind, case.index, case.arguments(0))
 
 
-def default_spares() -> int:
+def default_spares(prefetch: int = PREFETCH) -> int:
     """Workers kept starting ahead: enough to hide a worker's start-up (seconds) behind the
-    judging of the candidates before it, without a CUDA context per core."""
-    return max(1, min(PREFETCH + 1, (os.cpu_count() or 2) // 4))
+    judging of the candidates before it, without a CUDA context per core; never fewer than a
+    lone judge keeps by default, however few candidates are prepared ahead."""
+    return max(1, min(max(prefetch, PREFETCH) + 1, (os.cpu_count() or 2) // 4))
