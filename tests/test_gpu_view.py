@@ -155,7 +155,7 @@ def test_the_zygote_renames_each_workers_gpus_and_refuses_one_outside_its_cage(m
     env = {"CUDA_VISIBLE_DEVICES": "3"}
     assert zygote._caged_env(env) == {"CUDA_VISIBLE_DEVICES": "GPU-3aa3"}
     assert env == {"CUDA_VISIBLE_DEVICES": "3"}  # the judge's copy keeps its own numbering
-    with pytest.raises(forked.ZygoteUnavailable, match="outside the judge's"):
+    with pytest.raises(forked.ZygoteUnavailable, match="outside its zygote's cage"):
         zygote._caged_env({"CUDA_VISIBLE_DEVICES": "0"})
     zygote.gpus = None  # a judge given no list: every node, the numbering as it was
     assert zygote._caged_env(env) is env

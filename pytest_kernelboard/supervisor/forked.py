@@ -109,7 +109,7 @@ class Zygote:
         if gpu_view.narrow(caged, within=self.gpus) is None:
             raise ZygoteUnavailable(
                 f"a worker's GPUs ({gpu_view.VARIABLE}={env.get(gpu_view.VARIABLE)!r}) lie "
-                f"outside the judge's ({self.gpus.visible!r})"
+                f"outside its zygote's cage ({self.gpus.visible!r})"
             )
         return caged
 
