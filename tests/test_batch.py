@@ -275,7 +275,7 @@ def test_the_command_shows_the_cores_progress_lines(monkeypatch, capsys):
     monkeypatch.setattr(cli, "load_candidates", lambda paths: [])
     args = argparse.Namespace(candidates=[], out=None, root=None, ray=None, leaderboard="addone")
     args.mode, args.gpus, args.excessive_speedup, args.profile = "benchmark", None, 10.0, False
-    args.candidate_workers, args.reference_workers = 1, 5
+    args.candidate_workers, args.reference_workers, args.in_flight = 1, 5, None
     assert cli.run(args) == 0
     assert "addone benchmark[n=4] (reference): 1.00 us" in capsys.readouterr().err
 

@@ -218,6 +218,7 @@ def test_a_short_batch_is_dealt_around_the_judges():
     judges.processes, judges.gpus = [None, None], [[0], [1]]
     judges.assigned, judges.ended = [deque(), deque()], set()
     judges.broken, judges._sent, judges.inbox = False, 0, Queue()
+    judges.in_flight = fanout.IN_FLIGHT
     dealt: list[tuple[int, str]] = []
 
     def tell(slot: int, message: dict) -> None:  # each judge answers at once
