@@ -9,6 +9,8 @@ in flight per judge made a worker's start 3.1 s instead of 1.5 s and the batch 2
 25.7 s, though it cut the wait for the next candidate from 0.37 s to 0.15 s.
 """
 
+import argparse
+
 PREFETCH = 3  # candidates prepared ahead of the one being judged, by a judge alone on a host
 IN_FLIGHT = 3  # candidates queued at each GPU's judge process beside others: the judged one too
 MAX_IN_FLIGHT = 16  # what `--in-flight` accepts: each is a worker with a CUDA context
@@ -16,8 +18,6 @@ MAX_IN_FLIGHT = 16  # what `--in-flight` accepts: each is a worker with a CUDA c
 
 def in_flight_arg(text: str) -> int:
     """`kernelboard judge --in-flight K`: candidates each GPU's judge keeps in flight."""
-    import argparse
-
     try:
         value = int(text)
     except ValueError:

@@ -192,7 +192,7 @@ class GpuJudges:
                 for other in range(len(self.processes)):
                     self._tell(other, combined)
         elif kind == PHASE and progress is not None:
-            if message["phase"] == "reference" and "started_s" not in message:
+            if message["phase"] == "reference":
                 # The judge's own start before its share: its process, its zygote and workers,
                 # its first candidate's import (what a 40-candidate batch pays once per GPU).
                 since = time.monotonic() - self.launched[slot] - message["reference_s"]

@@ -5,8 +5,9 @@ namespaces: it cannot see, signal or ptrace the judge, read `/proc/<judge>/envir
 the network. The filesystem is empty but for what the worker needs: system directories, the
 Python installation and the package read-only, the submission's staged folder read-only, a
 private scratch home and /tmp (sized tmpfs), the compile caches writable, /dev/shm (tensors
-cross there) and the device nodes of the judge's GPUs alone (gpu_view.py). bwrap sets PR_SET_NO_NEW_PRIVS, and with
---die-with-parent and its PID namespace every process the worker started dies with it.
+cross there) and the device nodes of the worker's own GPUs alone (gpu_view.py). bwrap sets
+PR_SET_NO_NEW_PRIVS, and with --die-with-parent and its PID namespace every process the worker
+started dies with it.
 
 What crosses the boundary, and only that: the socket pair to the judge (one inherited
 descriptor), shared-memory tensor files in /dev/shm, CUDA IPC handles where the driver allows
