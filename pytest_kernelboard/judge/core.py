@@ -595,6 +595,19 @@ class SubmissionJudge:
         self, case: Case, plan: TimingPlan, timeout_s: float, progress: Progress | None = None
     ) -> Measurement:
         worker = self.worker()
+        # No spare worker starts (on the device, on the CPUs) while the calibration's and the
+        # case's calls are timed (WorkerPool.quiet).
+        with self.pool.quiet():
+            return self._time_case(worker, case, plan, timeout_s, progress)
+
+    def _time_case(
+        self,
+        worker: WorkerProcess,
+        case: Case,
+        plan: TimingPlan,
+        timeout_s: float,
+        progress: Progress | None,
+    ) -> Measurement:
         if self._calibration is None and self.use_cuda:
             calibrating = time.perf_counter()
             self._calibration = worker.request(
@@ -679,7 +692,8 @@ class SubmissionJudge:
             frugal = is_frugal(pristine)
             sent = worker.private_copy(pristine)
             self.settle()
-            with lost_with(worker, sent):
+            # Its kernels' durations are held against the timed ones (census_exceeds_timing).
+            with lost_with(worker, sent), self.pool.quiet():
                 reply = worker.request(Op.KERNELS, timeout_s, data=sent, frugal=frugal)
             launched = [(str(name), float(us)) for name, us in reply.payload["kernels"]]
             output = own(reply)

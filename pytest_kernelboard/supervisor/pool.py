@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from .client import WorkerProcess
 from .launch import Launcher
-from .pausing import resume
+from .pausing import paused, resume
 
 
 class WorkerPool:
@@ -18,7 +20,14 @@ class WorkerPool:
     Every worker is spawned by one thread of the pool's own that lives as long as the pool: a
     sandboxed worker dies with the thread that started it (bwrap's --die-with-parent is a
     parent-death signal, which Linux sends when that thread ends), and a batch takes workers
-    from short-lived threads."""
+    from short-lived threads.
+
+    While a case is timed the pool is quiet (`quiet`): a spare part way through its start makes
+    its CUDA context and sets up cuBLAS on the device the case is timed on, and a 2.7 ms GEMM
+    timed meanwhile read 14 - 60% slow in one call of five on an H100
+    (benchmarks/probes/timed_calls.py). Its spares are paused, none is started, and a worker
+    is taken only by the thread that times.
+    """
 
     def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
         self.launcher = launcher
@@ -30,6 +39,9 @@ class WorkerPool:
         self.warm_timing = False
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
+        self._calm = threading.Condition(self._lock)  # notified when the pool stops being quiet
+        self._quiet_in: threading.Thread | None = None  # the thread timing a case, if any
+        self._quiet_depth = 0
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-spawn")
 
     def _spawn(self) -> WorkerProcess:
@@ -51,8 +63,13 @@ class WorkerPool:
             self._spare.remove(worker)
             worker.discard()
 
+    def _quiet_for_others(self) -> bool:
+        return self._quiet_in is not None and self._quiet_in is not threading.current_thread()
+
     def prestart(self) -> None:
         with self._lock:
+            if self._quiet_in is not None:
+                return  # started when the timed case ends
             self._drop_dead_spares()
             wanted = self.spares if self.demand is None else min(self.spares, self.demand)
             while len(self._spare) < wanted:
@@ -60,6 +77,7 @@ class WorkerPool:
 
     def take(self) -> WorkerProcess:
         with self._lock:
+            self._calm.wait_for(lambda: not self._quiet_for_others())
             self._drop_dead_spares()
             worker = self._spare.pop(0) if self._spare else self._spawn()
             if self.demand is not None:
@@ -67,6 +85,29 @@ class WorkerPool:
         resume(worker.process.pid)  # a spare may be paused while another case is timed
         self.prestart()
         return worker
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No spare starts on the device for the duration (a case is timed): the spares are
+        paused, none is started, and another thread's `take` waits. Re-entrant in one thread."""
+        me = threading.current_thread()
+        with self._lock:
+            self._calm.wait_for(lambda: self._quiet_in in (None, me))
+            self._quiet_in = me
+            self._quiet_depth += 1
+            outermost = self._quiet_depth == 1
+            spares = [w.process.pid for w in self._spare] if outermost else []
+        try:
+            with paused(spares):
+                yield
+        finally:
+            with self._lock:
+                self._quiet_depth -= 1
+                if not self._quiet_depth:
+                    self._quiet_in = None
+                    self._calm.notify_all()
+            if outermost:
+                self.prestart()
 
     def spare_workers(self) -> list[WorkerProcess]:
         with self._lock:

@@ -1,0 +1,182 @@
+"""Why one candidate's timed case stops after five calls and the next one's after twenty.
+
+    python benchmarks/probes/timed_calls.py KERNELBENCH_PROBLEM.py [--candidates 40]
+        [--variants default,in_flight_3,spares_paused] [--json OUT]
+
+Copies of a KernelBench problem's own model (`class ModelNew(Model)`, as
+`benchmarks/batch_throughput.py --kernelbench-problem` makes them) are judged in benchmark mode
+on cuda:0 by a batch judge in this process, once per variant, each variant in a fresh Python.
+Every timed case's per-call samples are kept (the stopping rule stops at five calls when all
+five lie within 1% of each other: a case that needs more had a call outside that band), with
+what the judge had in flight while the case was timed: its spare workers, the workers of the
+candidates prepared ahead (paused), and where each sample lies against the case's median.
+
+Variants:
+- `default`: as `kernelboard judge --gpus 0` judges (four candidates in flight).
+- `in_flight_3`: three in flight (`--in-flight 3`), as each of several GPUs' judges keeps.
+- `spares_paused`: the pool's spare workers, which keep starting while a case is timed (their
+  driver start, CUDA context and cuBLAS set-up), paused for each timing loop, as the candidates'
+  own workers are. If the extra calls come from the spares' start-up on the device, this
+  variant's cases stop at five.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANTS = ("default", "in_flight_3", "spares_paused")
+
+
+def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
+    """In this (fresh) process: judge the copies once under `variant`; per timed case, its
+    samples and what was in flight."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO))
+    import batch_throughput as bt
+
+    from pytest_kernelboard.batch import judge as batch_judge
+    from pytest_kernelboard.batch.candidates import load_candidates
+    from pytest_kernelboard.evaluation.session import JudgingSession
+    from pytest_kernelboard.judge import measure
+    from pytest_kernelboard.supervisor.pausing import paused
+
+    root = bt.kernelbench_repo(problem, work / "repo", scale)
+    leaderboard = bt.leaderboard_of(root)
+    jsonl, _ = bt.model_copies(candidates, work)
+    judges: list = []
+    original_init = batch_judge.BatchJudge.__init__
+
+    def keep_judge(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        judges.append(self)
+
+    batch_judge.BatchJudge.__init__ = keep_judge
+    cases: list[dict] = []
+    original_measure = measure.CaseTimer.measure
+
+    def recorded_measure(self, case, plan, timeout_s, label, *args, **kwargs):
+        pool = judges[0].session.pool if judges else None
+        spares = [w.process.pid for w in pool.spare_workers()] if pool else []
+        started = time.perf_counter()
+        if variant == "spares_paused" and spares:
+            with paused(spares):
+                m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
+        else:
+            m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
+        samples = list(m.samples_us)
+        median = statistics.median(samples) if samples else 0.0
+        cases.append(
+            {
+                "label": label,
+                "reference": in_reference[0],
+                "calls": len(samples),
+                "warmup_calls": m.warmup_calls,
+                "stop_reason": m.stop_reason,
+                "samples_us": [round(s, 2) for s in samples],
+                "off_median_pct": [round(100 * (s / median - 1), 2) for s in samples],
+                "spares": len(spares),
+                "loop_s": round(time.perf_counter() - started, 4),
+            }
+        )
+        return m
+
+    measure.CaseTimer.measure = recorded_measure
+    in_reference = [False]  # the reference's workers are timed inside time_references
+    original_references = JudgingSession.time_references
+
+    def marked_references(self, *args, **kwargs):
+        in_reference[0] = True
+        try:
+            return original_references(self, *args, **kwargs)
+        finally:
+            in_reference[0] = False
+
+    JudgingSession.time_references = marked_references
+    in_flight = 3 if variant == "in_flight_3" else None
+    started = time.perf_counter()
+    records = list(
+        batch_judge.judge_many(
+            leaderboard,
+            load_candidates([jsonl]),
+            mode="benchmark",
+            root=root,
+            gpus=[0],
+            in_flight=in_flight,
+        )
+    )
+    wall = time.perf_counter() - started
+    return {
+        "variant": variant,
+        "wall_s": round(wall, 2),
+        "passed": sum(r["status"] == "passed" for r in records),
+        "tied": sum(bool(r.get("tied")) for r in records),
+        "cases": cases,
+        "phases": [r.get("phases", {}) for r in records],
+    }
+
+
+def summary(result: dict) -> str:
+    candidates = [c for c in result["cases"] if not c["reference"]]
+    calls = [c["calls"] for c in candidates]
+    at_five = sum(n <= 5 for n in calls)
+    outside = [abs(p) for c in candidates for p in c["off_median_pct"]]
+    far = sum(p > 0.5 for p in outside)
+    serial = ("prepare_wait", "turn", "closing", "calibrate", "benchmark_check", "timing")
+    phases = result["phases"]
+    means = {k: statistics.mean(p.get(k, 0.0) for p in phases) for k in serial} if phases else {}
+    return (
+        f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  passed {result['passed']}  "
+        f"calls mean {statistics.mean(calls):5.1f} median {statistics.median(calls):4.1f}  "
+        f"at 5: {at_five}/{len(calls)}  samples > 0.5% off their median: {far}/{len(outside)}  "
+        + "  ".join(f"{k} {v:.3f}" for k, v in means.items())
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problem", type=Path)
+    parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--benchmark-scale", type=int, default=1, help="shrink the timed shapes (a CPU's check)"
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a variant, in this process
+    args = parser.parse_args(argv)
+    if args.one:
+        with tempfile.TemporaryDirectory(prefix="kb-timed-calls-") as work:
+            result = run_variant(
+                args.problem, args.candidates, args.one, Path(work), args.benchmark_scale
+            )
+        print(json.dumps(result))
+        return 0
+    results = []
+    for variant in args.variants.split(","):
+        if variant not in VARIANTS:
+            parser.error(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+        command = [sys.executable, __file__, str(args.problem), "--one", variant]
+        command += ["--candidates", str(args.candidates)]
+        command += ["--benchmark-scale", str(args.benchmark_scale)]
+        done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
+        if done.returncode != 0:
+            print(f"{variant}: exit {done.returncode}\n{done.stderr[-3000:]}")
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(summary(result), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
