@@ -12,12 +12,13 @@ what the judge had in flight while the case was timed: its spare workers, the wo
 candidates prepared ahead (paused), and where each sample lies against the case's median.
 
 Variants:
-- `default`: as `kernelboard judge --gpus 0` judges (four candidates in flight).
+- `default`: as `kernelboard judge --gpus 0` judges (four candidates in flight; the pool's
+  spare workers paused while a case is timed, WorkerPool.quiet).
 - `in_flight_3`: three in flight (`--in-flight 3`), as each of several GPUs' judges keeps.
-- `spares_paused`: the pool's spare workers, which keep starting while a case is timed (their
-  driver start, CUDA context and cuBLAS set-up), paused for each timing loop, as the candidates'
-  own workers are. If the extra calls come from the spares' start-up on the device, this
-  variant's cases stop at five.
+- `spares_running`: the spares left to start while a case is timed (their driver start, CUDA
+  context, cuBLAS set-up and profiler's first session on the device the case is timed on).
+- `spares_running_cold`: the same, the spares starting without the profiler's first session
+  and the blocking kernel's compile (a census and the first calibration then pay for them).
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = ("default", "in_flight_3", "spares_paused")
+VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold")
 
 
 def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
@@ -47,7 +49,7 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     from pytest_kernelboard.batch.candidates import load_candidates
     from pytest_kernelboard.evaluation.session import JudgingSession
     from pytest_kernelboard.judge import measure
-    from pytest_kernelboard.supervisor.pausing import paused
+    from pytest_kernelboard.supervisor import pool as pool_module
 
     root = bt.kernelbench_repo(problem, work / "repo", scale)
     leaderboard = bt.leaderboard_of(root)
@@ -63,15 +65,22 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     cases: list[dict] = []
     original_measure = measure.CaseTimer.measure
 
+    if variant.startswith("spares_running"):
+        pool_module.WorkerPool.quiet = lambda self: nullcontext()
+    if variant == "spares_running_cold":
+
+        def cold_spawn(self):
+            return self._spawner.submit(
+                pool_module.WorkerProcess, launcher=self.launcher, warm_timing=False
+            ).result()
+
+        pool_module.WorkerPool._spawn = cold_spawn
+
     def recorded_measure(self, case, plan, timeout_s, label, *args, **kwargs):
         pool = judges[0].session.pool if judges else None
         spares = [w.process.pid for w in pool.spare_workers()] if pool else []
         started = time.perf_counter()
-        if variant == "spares_paused" and spares:
-            with paused(spares):
-                m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
-        else:
-            m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
+        m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
         samples = list(m.samples_us)
         median = statistics.median(samples) if samples else 0.0
         cases.append(
