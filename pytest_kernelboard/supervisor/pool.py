@@ -24,7 +24,7 @@ class WorkerPool:
 
     While a case is timed the pool is quiet (`quiet`): a spare part way through its start makes
     its CUDA context and sets up cuBLAS on the device the case is timed on, and a 2.7 ms GEMM
-    timed meanwhile read 14 - 60% slow in one call of five on an H100
+    timed meanwhile read 14 - 60% slow in bursts of two to four calls on an H100
     (benchmarks/probes/timed_calls.py). Its spares are paused, none is started, and a worker
     is taken only by the thread that times.
     """
