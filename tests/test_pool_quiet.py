@@ -130,3 +130,45 @@ def test_a_judge_times_its_case_with_the_pool_quiet(monkeypatch):
     assert judge.time_case(None, None, 1.0) == "timed"
     assert seen == [True]
     assert not Pool.quiet_now
+
+
+def test_a_kernel_census_is_taken_with_the_pool_quiet(monkeypatch):
+    """A census's kernel durations are held against the timed calls' (census_exceeds_timing):
+    no spare starts beside it either."""
+    quiet_during_request: list[bool] = []
+
+    class Pool:
+        quiet_now = False
+
+        @contextmanager
+        def quiet(self):
+            Pool.quiet_now = True
+            try:
+                yield
+            finally:
+                Pool.quiet_now = False
+
+    class Worker:
+        def private_copy(self, data):
+            return data
+
+        def request(self, op, timeout_s, **fields):
+            quiet_during_request.append(Pool.quiet_now)
+            return type("Reply", (), {"payload": {"kernels": [("gemm", 2700.0)]}})()
+
+    from pytest_kernelboard.judge import core
+
+    judge = SubmissionJudge.__new__(SubmissionJudge)
+    judge.pool = Pool()
+    judge.use_cuda = True
+    monkeypatch.setattr(judge, "worker", lambda: Worker(), raising=False)
+    monkeypatch.setattr(judge, "generate_or_not_run", lambda case, index: [1.0], raising=False)
+    monkeypatch.setattr(judge, "settle", lambda: None, raising=False)
+    monkeypatch.setattr(
+        judge, "verified", lambda worker, case, pristine, output: (True, ""), raising=False
+    )
+    monkeypatch.setattr(core, "own", lambda reply: [1.0])
+    monkeypatch.setattr(core, "is_frugal", lambda data: False)
+    assert judge.kernel_census(None, 1.0) == [("gemm", 2700.0)]
+    assert quiet_during_request == [True]
+    assert not Pool.quiet_now
