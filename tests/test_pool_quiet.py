@@ -106,20 +106,23 @@ def test_quiet_is_reentrant_in_its_thread(pool):
     assert not any(state in STOPPED for state in states(spares))
 
 
+class Pool:
+    """A pool that says whether it is quiet now."""
+
+    quiet_now = False
+
+    @contextmanager
+    def quiet(self):
+        Pool.quiet_now = True
+        try:
+            yield
+        finally:
+            Pool.quiet_now = False
+
+
 def test_a_judge_times_its_case_with_the_pool_quiet(monkeypatch):
     """SubmissionJudge.time_case holds the pool quiet for the calibration and the timed calls."""
     seen: list[bool] = []
-
-    class Pool:
-        quiet_now = False
-
-        @contextmanager
-        def quiet(self):
-            Pool.quiet_now = True
-            try:
-                yield
-            finally:
-                Pool.quiet_now = False
 
     judge = SubmissionJudge.__new__(SubmissionJudge)
     judge.pool = Pool()
@@ -136,17 +139,6 @@ def test_a_kernel_census_is_taken_with_the_pool_quiet(monkeypatch):
     """A census's kernel durations are held against the timed calls' (census_exceeds_timing):
     no spare starts beside it either."""
     quiet_during_request: list[bool] = []
-
-    class Pool:
-        quiet_now = False
-
-        @contextmanager
-        def quiet(self):
-            Pool.quiet_now = True
-            try:
-                yield
-            finally:
-                Pool.quiet_now = False
 
     class Worker:
         def private_copy(self, data):
