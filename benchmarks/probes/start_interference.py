@@ -12,6 +12,10 @@ worker's start one step at a time, `--gap-ms` apart, as worker/main.py makes the
 - `context`: the CUDA context (one element on the device);
 - `blas`: cuBLAS's handle and first kernel (worker/libraries.py);
 - `profiler`: torch.autograd.profiler's first session (the census's warm start, CUPTI);
+- `triton`: Triton imported (host work only);
+- `spin_kernel`: the blocking kernel compiled or loaded from Triton's cache, with its pinned flag
+  (worker/blocking.py, `compile_ahead`: what a worker does with the profiler's session when it
+  starts for a batch);
 - `alloc`: 256 MiB allocated and written;
 - `exit`: the child's exit, its context torn down.
 
@@ -31,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = ("cuinit", "context", "blas", "profiler", "alloc", "exit")
+REPO = Path(__file__).resolve().parents[2]
+STEPS = ("cuinit", "context", "blas", "profiler", "triton", "spin_kernel", "alloc", "exit")
 
 TIMER = r"""
 import json, sys, time, torch
@@ -85,6 +90,10 @@ for _ in range(rounds):
                 torch.zeros(1, device="cuda")
                 torch.cuda.synchronize()
         step("profiler", profiler)
+        step("triton", lambda: __import__("triton"))
+        sys.path.insert(0, sys.argv[3])
+        from pytest_kernelboard.worker.blocking import compile_ahead
+        step("spin_kernel", lambda: compile_ahead(torch))
         def alloc():
             torch.ones(64 << 20, device="cuda")
             torch.cuda.synchronize()
@@ -116,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     gap = args.gap_ms / 1e3
-    seconds = args.rounds * (7 * gap + 1.5) + 3.0
+    seconds = args.rounds * (9 * gap + 2.5) + 3.0
     env = dict(os.environ)
     timer = subprocess.Popen(
         [sys.executable, "-c", TIMER, str(seconds)], stdout=subprocess.PIPE, text=True, env=env
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the timing process did not start")
     time.sleep(1.0)  # calls with nothing beside them first
     starter = subprocess.run(
-        [sys.executable, "-c", STARTER, str(args.rounds), str(gap)],
+        [sys.executable, "-c", STARTER, str(args.rounds), str(gap), str(REPO)],
         capture_output=True,
         text=True,
         env=env,
