@@ -1,12 +1,13 @@
 """Which step of a worker's start slows a kernel timed on the same GPU by another process.
 
-    python benchmarks/probes/start_interference.py [--rounds 8] [--gap-ms 250] [--json OUT]
+    python benchmarks/probes/start_interference.py [--starts 8] [--gap-ms 250] [--json OUT]
 
 A batch judge keeps spare workers starting while a candidate is timed. On an H100 a 2.7 ms
 GEMM (KernelBench L2 12's) timed meanwhile read 14% slow in bursts of two to four calls
 (benchmarks/probes/timed_calls.py). This probe times that GEMM back to back in one process (L2
-flushed, CUDA events around each call) while another process forks children that make a
-worker's start one step at a time, `--gap-ms` apart, as worker/main.py makes them:
+flushed, CUDA events around each call) while another process forks `--starts` children, one
+after another, each making a worker's start one step at a time, `--gap-ms` apart, as
+worker/main.py makes them:
 
 - `cuinit`: the driver's start (no context yet);
 - `context`: the CUDA context (one element on the device);
@@ -65,9 +66,9 @@ print(json.dumps(samples))
 
 STARTER = r"""
 import json, os, sys, time, torch
-rounds, gap = int(sys.argv[1]), float(sys.argv[2])
+starts, gap = int(sys.argv[1]), float(sys.argv[2])
 spans = []
-for _ in range(rounds):
+for _ in range(starts):
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -120,12 +121,12 @@ def overlaps(a0: float, a1: float, b0: float, b1: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--starts", type=int, default=8)
     parser.add_argument("--gap-ms", type=float, default=250.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     gap = args.gap_ms / 1e3
-    seconds = args.rounds * (9 * gap + 2.5) + 3.0
+    seconds = args.starts * (9 * gap + 2.5) + 3.0
     env = dict(os.environ)
     timer = subprocess.Popen(
         [sys.executable, "-c", TIMER, str(seconds)], stdout=subprocess.PIPE, text=True, env=env
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the timing process did not start")
     time.sleep(1.0)  # calls with nothing beside them first
     starter = subprocess.run(
-        [sys.executable, "-c", STARTER, str(args.rounds), str(gap), str(REPO)],
+        [sys.executable, "-c", STARTER, str(args.starts), str(gap), str(REPO)],
         capture_output=True,
         text=True,
         env=env,

@@ -1,7 +1,7 @@
 """Why one candidate's timed case stops after five calls and the next one's after twenty.
 
     python benchmarks/probes/timed_calls.py KERNELBENCH_PROBLEM.py [--candidates 40]
-        [--variants default,in_flight_3,spares_paused] [--json OUT]
+        [--variants default,in_flight_3,spares_running,spares_running_cold] [--json OUT]
 
 Copies of a KernelBench problem's own model (`class ModelNew(Model)`, as
 `benchmarks/batch_throughput.py --kernelbench-problem` makes them) are judged in benchmark mode
