@@ -88,6 +88,90 @@ def test_the_exclusive_holder_may_take_both_turns_again_inside():
         pass
 
 
+def test_a_kept_exclusive_turn_lets_no_shared_turn_in_until_let_go():
+    """From one ready candidate's timed case to the next one's, no correctness call starts
+    that the next timed call would have to wait for; once let go, the waiting calls start."""
+    turns = GpuTurns()
+    events: list[str] = []
+    timed_once = threading.Event()
+    call_waiting = threading.Event()
+    next_timed = threading.Event()
+
+    def judging_thread() -> None:
+        turns.keep()
+        with turns.exclusive():
+            events.append("timed 1")
+        timed_once.set()
+        call_waiting.wait(5)
+        time.sleep(0.1)  # the correctness call has asked for its shared turn meanwhile
+        with turns.exclusive():  # taken again at once: nothing in flight to wait for
+            events.append("timed 2")
+        next_timed.set()
+        turns.let_go()
+
+    def correctness_call() -> None:
+        timed_once.wait(5)
+        call_waiting.set()
+        with turns.shared():
+            events.append("call")
+
+    threads = [threading.Thread(target=judging_thread), threading.Thread(target=correctness_call)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert next_timed.is_set()
+    assert events == ["timed 1", "timed 2", "call"]
+
+
+def test_an_exclusive_turn_not_kept_lets_the_waiting_shared_turn_in_at_once():
+    turns = GpuTurns()
+    with turns.exclusive():
+        pass
+    entered = threading.Event()
+
+    def correctness_call() -> None:
+        with turns.shared():
+            entered.set()
+
+    thread = threading.Thread(target=correctness_call)
+    thread.start()
+    assert entered.wait(5)
+    thread.join(timeout=5)
+
+
+def test_let_go_by_another_thread_leaves_the_keeper_s_turn_alone():
+    turns = GpuTurns()
+    kept = threading.Event()
+    done = threading.Event()
+
+    def keeper() -> None:
+        turns.keep()
+        with turns.exclusive():
+            pass
+        kept.set()
+        done.wait(5)
+        turns.let_go()
+
+    thread = threading.Thread(target=keeper)
+    thread.start()
+    kept.wait(5)
+    turns.let_go()  # not the keeper: nothing changes
+    entered = threading.Event()
+
+    def correctness_call() -> None:
+        with turns.shared():
+            entered.set()
+
+    caller = threading.Thread(target=correctness_call)
+    caller.start()
+    assert not entered.wait(0.3)
+    done.set()
+    thread.join(timeout=5)
+    assert entered.wait(5)
+    caller.join(timeout=5)
+
+
 @pytest.fixture(scope="module")
 def batch_with_checks_ahead(tmp_path_factory) -> list[dict]:
     """Eight candidates in benchmark mode: the later ones are checked ahead of their turn."""
