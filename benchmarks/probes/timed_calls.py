@@ -1,8 +1,7 @@
 """Why one candidate's timed case stops after five calls and the next one's after twenty.
 
     python benchmarks/probes/timed_calls.py KERNELBENCH_PROBLEM.py [--candidates 40]
-        [--variants default,in_flight_3,spares_running,spares_running_cold,turn_per_case]
-        [--json OUT]
+        [--variants default,in_flight_3,spares_running,spares_running_cold] [--json OUT]
 
 Copies of a KernelBench problem's own model (`class ModelNew(Model)`, as
 `benchmarks/batch_throughput.py --kernelbench-problem` makes them) are judged in benchmark mode
@@ -20,9 +19,6 @@ Variants:
   context, cuBLAS set-up and profiler's first session on the device the case is timed on).
 - `spares_running_cold`: the same, the spares starting without the profiler's first session
   and the blocking kernel's compile (a census and the first calibration then pay for them).
-- `turn_per_case`: the judge lets go of the exclusive turn after each timed case and census,
-  even when the next candidate is ready to be timed (GpuTurns.keep disabled): the correctness
-  calls that start in between are waited for by the next timed case (`turn`).
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold", "turn_per_case")
+VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold")
 
 
 def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
@@ -69,10 +65,6 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     cases: list[dict] = []
     original_measure = measure.CaseTimer.measure
 
-    if variant == "turn_per_case":
-        from pytest_kernelboard.batch.turns import GpuTurns
-
-        GpuTurns.keep = lambda self: None
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":

@@ -324,28 +324,17 @@ class BatchJudge:
             if arrived_so_far():
                 pending[0][2].join()
             self._time_reference_share(arrived_so_far)
-        try:
-            while pending or take(block=True):
-                while len(pending) <= self.prefetch and take(block=False):
-                    pass
-                candidate, evaluation, thread = pending.popleft()
-                if thread.is_alive():  # its correctness calls, and the others', go on first
-                    self.turns.let_go()
-                with self._clocks[evaluation].phase("prepare_wait"):
-                    thread.join()
-                # From its timed cases to the next ready candidate's, no correctness call
-                # starts that the next timed call would wait for (turns.py).
-                self.turns.keep()
-                try:
-                    record = self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
-                finally:
-                    self._clocks.pop(evaluation, None)
-                    self._close_later(evaluation)
-                if not pending or pending[0][2].is_alive():
-                    self.turns.let_go()
-                yield record
-        finally:
-            self.turns.let_go()
+        while pending or take(block=True):
+            while len(pending) <= self.prefetch and take(block=False):
+                pass
+            candidate, evaluation, thread = pending.popleft()
+            with self._clocks[evaluation].phase("prepare_wait"):
+                thread.join()
+            try:
+                yield self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
+            finally:
+                self._clocks.pop(evaluation, None)
+                self._close_later(evaluation)
         for _, evaluation, thread in pending:
             thread.join()
             evaluation.close()

@@ -7,11 +7,6 @@ need the device to themselves (the exclusive turn): it waits for the correctness
 to return and lets no new one start until it ends. The judge's own work on the device (making
 inputs, checking outputs) happens inside the same turns, so it never overlaps a timed call
 either.
-
-Going from one candidate's timed case to the next ready one's, the judge keeps the exclusive turn
-(`keep`, `let_go`): a correctness call let in between would have to be waited for before the next
-timed call, a whole full-size call at worst. The others' correctness calls go on once no ready
-candidate is left to time, side by side.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ class GpuTurns:
         self._exclusive: threading.Thread | None = None  # who holds the exclusive turn
         self._depth = 0  # how many times it holds it
         self._waiting = False  # the exclusive turn is waited for
-        self._keeping: threading.Thread | None = None  # keeps the exclusive turn between uses
 
     @contextmanager
     def shared(self) -> Iterator[None]:
@@ -65,22 +59,6 @@ class GpuTurns:
         finally:
             with self._changed:
                 self._depth -= 1
-                if not self._depth and self._keeping is not me:
+                if not self._depth:
                     self._exclusive = None
                     self._changed.notify_all()
-
-    def keep(self) -> None:
-        """The calling thread's exclusive turn, once it next has it, stays its own when it ends,
-        until let_go(): its next exclusive turn follows without a shared one in between."""
-        with self._changed:
-            self._keeping = threading.current_thread()
-
-    def let_go(self) -> None:
-        """The kept exclusive turn ends: the shared turns waiting for it start."""
-        me = threading.current_thread()
-        with self._changed:
-            if self._keeping is me:
-                self._keeping = None
-            if self._exclusive is me and not self._depth:
-                self._exclusive = None
-                self._changed.notify_all()
