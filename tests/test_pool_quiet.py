@@ -1,6 +1,4 @@
 """A pool is quiet while a case is timed: its spares paused, none started, no other thread's take.
-A thread that will take several workers one after another reserves them: started at once, its
-alone.
 
 Spares here are sleeping Python processes whose command line names the worker's module, as a
 worker's does (supervisor/pausing.py finds workers by it); the pool's start of a worker is
@@ -106,46 +104,6 @@ def test_quiet_is_reentrant_in_its_thread(pool):
             assert all(state in STOPPED for state in states(spares))
         assert all(state in STOPPED for state in states(spares))  # the outer scope still holds
     assert not any(state in STOPPED for state in states(spares))
-
-
-def test_reserved_workers_start_at_once_and_go_to_the_reserving_thread_alone(pool):
-    spares = pool.spare_workers()
-    pool.reserve(3)
-    reserved = list(pool._reserved[threading.current_thread()])
-    assert len(reserved) == 3 and all(w.alive for w in reserved)
-    others: list = []
-    thread = threading.Thread(target=lambda: others.append(pool.take()))
-    thread.start()
-    thread.join(10)
-    assert others[0] in spares  # another thread's take gets a spare, not a reserved one
-    assert [pool.take() for _ in range(3)] == reserved  # the reserving thread's, in order
-    for worker in [*others, *reserved]:
-        worker.discard()
-
-
-def test_reserved_workers_are_paused_while_quiet(pool):
-    pool.reserve(2)
-    reserved = list(pool._reserved[threading.current_thread()])
-    with pool.quiet():
-        assert all(state in STOPPED for state in states(reserved))
-    assert not any(state in STOPPED for state in states(reserved))
-    taken = pool.take()
-    assert taken is reserved[0]
-    taken.discard()
-
-
-def test_reserved_workers_not_taken_become_spares_up_to_the_pool_s_count(pool):
-    spares = pool.spare_workers()
-    pool.reserve(3)
-    reserved = list(pool._reserved[threading.current_thread()])
-    pool.take().discard()
-    pool.unreserve()
-    kept = pool.spare_workers()
-    assert kept == reserved[1:3]  # the pool keeps two: the reserved ones first
-    for worker in spares:  # the spares beyond it are stopped
-        worker.process.wait(5)
-        assert not worker.alive
-    assert pool.take() is reserved[1]  # and any thread takes them now
 
 
 class Pool:

@@ -1,8 +1,7 @@
 """Why one candidate's timed case stops after five calls and the next one's after twenty.
 
     python benchmarks/probes/timed_calls.py KERNELBENCH_PROBLEM.py [--candidates 40]
-        [--variants default,in_flight_3,spares_running,spares_running_cold,reference_unreserved]
-        [--json OUT]
+        [--variants default,in_flight_3,spares_running,spares_running_cold] [--json OUT]
 
 Copies of a KernelBench problem's own model (`class ModelNew(Model)`, as
 `benchmarks/batch_throughput.py --kernelbench-problem` makes them) are judged in benchmark mode
@@ -20,11 +19,6 @@ Variants:
   context, cuBLAS set-up and profiler's first session on the device the case is timed on).
 - `spares_running_cold`: the same, the spares starting without the profiler's first session
   and the blocking kernel's compile (a census and the first calibration then pay for them).
-- `reference_unreserved`: the reference's five workers not reserved as the batch starts
-  (WorkerPool.reserve): each starts from a spare once the one before it was timed.
-
-Each variant also reports the judge process's own CPU seconds (every thread of it, none of its
-workers'): near the wall time, its Python is what the batch waits for.
 """
 
 from __future__ import annotations
@@ -41,13 +35,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = (
-    "default",
-    "in_flight_3",
-    "spares_running",
-    "spares_running_cold",
-    "reference_unreserved",
-)
+VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold")
 
 
 def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
@@ -77,8 +65,6 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     cases: list[dict] = []
     original_measure = measure.CaseTimer.measure
 
-    if variant == "reference_unreserved":
-        batch_judge.BatchJudge._reserve_reference_workers = lambda self: None
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":
@@ -125,7 +111,7 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
 
     JudgingSession.time_references = marked_references
     in_flight = 3 if variant == "in_flight_3" else None
-    started, cpu_started = time.perf_counter(), os.times()
+    started = time.perf_counter()
     records = list(
         batch_judge.judge_many(
             leaderboard,
@@ -136,11 +122,10 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
             in_flight=in_flight,
         )
     )
-    wall, cpu = time.perf_counter() - started, os.times()
+    wall = time.perf_counter() - started
     return {
         "variant": variant,
         "wall_s": round(wall, 2),
-        "judge_cpu_s": round(cpu.user + cpu.system - cpu_started.user - cpu_started.system, 2),
         "passed": sum(r["status"] == "passed" for r in records),
         "tied": sum(bool(r.get("tied")) for r in records),
         "cases": cases,
@@ -158,8 +143,7 @@ def summary(result: dict) -> str:
     phases = result["phases"]
     means = {k: statistics.mean(p.get(k, 0.0) for p in phases) for k in serial} if phases else {}
     return (
-        f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  "
-        f"judge CPU {result.get('judge_cpu_s', 0.0):6.1f} s  passed {result['passed']}  "
+        f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  passed {result['passed']}  "
         f"calls mean {statistics.mean(calls):5.1f} median {statistics.median(calls):4.1f}  "
         f"at 5: {at_five}/{len(calls)}  samples > 0.5% off their median: {far}/{len(outside)}  "
         + "  ".join(f"{k} {v:.3f}" for k, v in means.items())

@@ -259,7 +259,6 @@ class BatchJudge:
         self._count = 0
         self._ended = False  # every candidate has arrived
         self._share_timed = False  # this judge's share of the reference is timed
-        self._reserved = False  # the reference's workers are reserved in the pool
 
     def evaluation(self, index: int, candidate: Candidate) -> SubmissionEvaluation:
         """The candidate's evaluation; its source is written to a folder of its own."""
@@ -284,7 +283,6 @@ class BatchJudge:
             arrived.put(_END)
 
         threading.Thread(target=feed, daemon=True).start()
-        self._reserve_reference_workers()
         pending: deque[tuple[Candidate, SubmissionEvaluation, threading.Thread]] = deque()
         ended = False
 
@@ -483,40 +481,17 @@ class BatchJudge:
             self._clocks[other].add("paused", time.perf_counter() - stopping)
         return outcome
 
-    def _reference_workers_here(self) -> int:
-        """The reference's fresh workers this judge is still to time it in: its share of them
-        beside other GPUs' judges, all of them alone; none once timed, or on a multi-GPU
-        leaderboard (its reference runs in rank groups, not spare workers)."""
-        share = self.reference_share
-        if self.task.multi_gpu or (share is not None and self._share_timed):
-            return 0
-        if not self._unsettled_cases():
-            return 0
-        return len(share.workers) if share is not None else self.session.reference_workers
-
-    def _reserve_reference_workers(self) -> None:
-        """The reference's workers started with the first candidates' (WorkerPool.reserve): its
-        timing takes them one right after another, and each would otherwise start only once the
-        one before it had been timed, the spares paused meanwhile."""
-        workers = self._reference_workers_here()
-        if workers:
-            self.session.pool.reserve(workers)
-            self._reserved = True
-
-    def _reference_timed(self) -> None:
-        """The reference's reserved workers not taken (one that failed early) become spares."""
-        if self._reserved:
-            self.session.pool.unreserve()
-            self._reserved = False
-
     def _spares_for_the_reference(self) -> int:
         """Spares worth keeping once every candidate has arrived: while the reference is still
-        to be timed, as many as its workers not reserved for it (each is a fresh one; without
-        spares they start one after the other: 11.3 s of a one-candidate KernelBench L2 61
-        run's 25 s on an H200)."""
-        if self._reserved:
+        to be timed, as many as its workers (each is a fresh one; without spares they start one
+        after the other: 11.3 s of a one-candidate KernelBench L2 61 run's 25 s on an H200)."""
+        share = self.reference_share
+        if self.task.multi_gpu or (share is not None and self._share_timed):
+            return 0  # a multi-GPU case's reference runs in rank groups, not spare workers
+        if not self._unsettled_cases():
             return 0
-        return min(self._reference_workers_here(), self.session.pool.spares)
+        workers = len(share.workers) if share is not None else self.session.reference_workers
+        return min(workers, self.session.pool.spares)
 
     def _unsettled_cases(self) -> list[Case]:
         """The benchmark cases whose reference timing is still to come: in benchmark mode, each
@@ -563,7 +538,6 @@ class BatchJudge:
             self.session.time_references(
                 self.task, cases, len(share.workers), around, parts, settled=publish
             )
-        self._reference_timed()
         self.account["reference_s"] = time.perf_counter() - started
         self._share_timed = True
         if self._ended:
@@ -605,11 +579,9 @@ class BatchJudge:
         key = reference_key(case)
         if key not in self._references_ahead:
             cases = [case, *(c for c in self._unsettled_cases() if reference_key(c) != key)]
-            try:
-                measured = self.session.measure_references(task, cases, parts)
-            finally:
-                self._reference_timed()
-            for each, timing in zip(cases, measured, strict=True):
+            for each, timing in zip(
+                cases, self.session.measure_references(task, cases, parts), strict=True
+            ):
                 self._references_ahead[reference_key(each)] = timing
         timing = self._references_ahead.pop(key)
         if isinstance(timing, ReferenceUnavailable):

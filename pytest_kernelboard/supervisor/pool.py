@@ -27,12 +27,6 @@ class WorkerPool:
     timed meanwhile read 14 - 60% slow in bursts of two to four calls on an H100
     (benchmarks/probes/timed_calls.py). Its spares are paused, none is started, and a worker
     is taken only by the thread that times.
-
-    A thread that will take several workers one right after another (a batch's reference, timed
-    in five fresh workers) reserves them (`reserve`): they start at once, side by side, and its
-    takes get them started; another thread's take never gets them. Taken one at a time, each
-    started only once the last had been timed, while the spares were paused: 2.9 s of the
-    reference's 4.9 s on an H100 went to its workers' starts.
     """
 
     def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
@@ -48,7 +42,6 @@ class WorkerPool:
         self._calm = threading.Condition(self._lock)  # notified when the pool stops being quiet
         self._quiet_in: threading.Thread | None = None  # the thread timing a case, if any
         self._quiet_depth = 0
-        self._reserved: dict[threading.Thread, list[WorkerProcess]] = {}  # by the taker
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-spawn")
 
     def _spawn(self) -> WorkerProcess:
@@ -82,41 +75,7 @@ class WorkerPool:
             while len(self._spare) < wanted:
                 self._spare.append(self._spawn())
 
-    def reserve(self, count: int) -> None:
-        """Start `count` workers now for the calling thread's next takes (no ping: each starts
-        in the background and its first request waits for it)."""
-        me = threading.current_thread()
-        with self._lock:
-            self._calm.wait_for(lambda: not self._quiet_for_others())
-            mine = self._reserved.setdefault(me, [])
-            while len(mine) < count:
-                mine.append(self._spawn())
-
-    def unreserve(self) -> None:
-        """The calling thread's reserved workers it did not take become spares; those beyond
-        the spares the pool keeps are stopped."""
-        with self._lock:
-            self._spare = self._reserved.pop(threading.current_thread(), []) + self._spare
-            wanted = self.spares if self.demand is None else min(self.spares, self.demand)
-            unwanted, self._spare = self._spare[wanted:], self._spare[:wanted]
-        for worker in unwanted:
-            worker.close(timeout_s=1.0)
-
-    def _take_reserved(self) -> WorkerProcess | None:
-        mine = self._reserved.get(threading.current_thread())
-        while mine:
-            worker = mine.pop(0)
-            if worker.alive:
-                return worker
-            worker.discard()
-        return None
-
     def take(self) -> WorkerProcess:
-        with self._lock:
-            reserved = self._take_reserved()
-        if reserved is not None:
-            resume(reserved.process.pid)  # paused while another case was timed
-            return reserved
         with self._lock:
             self._calm.wait_for(lambda: not self._quiet_for_others())
             self._drop_dead_spares()
@@ -137,8 +96,7 @@ class WorkerPool:
             self._quiet_in = me
             self._quiet_depth += 1
             outermost = self._quiet_depth == 1
-            waiting = self._spare + [w for ws in self._reserved.values() for w in ws]
-            spares = [w.process.pid for w in waiting] if outermost else []
+            spares = [w.process.pid for w in self._spare] if outermost else []
         try:
             with paused(spares):
                 yield
@@ -158,8 +116,6 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             spares, self._spare = self._spare, []
-            spares += [w for ws in self._reserved.values() for w in ws]
-            self._reserved.clear()
         for worker in spares:
             worker.close(timeout_s=1.0)  # also removes its folders
         # Workers taken from the pool die with the spawning thread: only once they are closed.
