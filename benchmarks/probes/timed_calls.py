@@ -19,6 +19,9 @@ Variants:
   context, cuBLAS set-up and profiler's first session on the device the case is timed on).
 - `spares_running_cold`: the same, the spares starting without the profiler's first session
   and the blocking kernel's compile (a census and the first calibration then pay for them).
+
+Each variant also reports the judge process's own CPU seconds (every thread of it, none of its
+workers'): near the wall time, its Python is what the batch waits for.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
 
     JudgingSession.time_references = marked_references
     in_flight = 3 if variant == "in_flight_3" else None
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), os.times()
     records = list(
         batch_judge.judge_many(
             leaderboard,
@@ -122,10 +125,11 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
             in_flight=in_flight,
         )
     )
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, os.times()
     return {
         "variant": variant,
         "wall_s": round(wall, 2),
+        "judge_cpu_s": round(cpu.user + cpu.system - cpu_started.user - cpu_started.system, 2),
         "passed": sum(r["status"] == "passed" for r in records),
         "tied": sum(bool(r.get("tied")) for r in records),
         "cases": cases,
@@ -143,7 +147,8 @@ def summary(result: dict) -> str:
     phases = result["phases"]
     means = {k: statistics.mean(p.get(k, 0.0) for p in phases) for k in serial} if phases else {}
     return (
-        f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  passed {result['passed']}  "
+        f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  "
+        f"judge CPU {result.get('judge_cpu_s', 0.0):6.1f} s  passed {result['passed']}  "
         f"calls mean {statistics.mean(calls):5.1f} median {statistics.median(calls):4.1f}  "
         f"at 5: {at_five}/{len(calls)}  samples > 0.5% off their median: {far}/{len(outside)}  "
         + "  ".join(f"{k} {v:.3f}" for k, v in means.items())
