@@ -12,10 +12,10 @@ worker/main.py makes them:
 - `cuinit`: the driver's start (no context yet);
 - `context`: the CUDA context (one element on the device);
 - `blas`: cuBLAS's handle and first kernel (worker/libraries.py);
-- `profiler`: torch.autograd.profiler's first session (the census's warm start, CUPTI);
+- `profiler`: torch.autograd.profiler's first start (the census's warm start, CUPTI);
 - `triton`: Triton imported (host work only);
 - `spin_kernel`: the blocking kernel compiled or loaded from Triton's cache, with its pinned flag
-  (worker/blocking.py, `compile_ahead`: what a worker does with the profiler's session when it
+  (worker/blocking.py, `compile_ahead`: what a worker does with the profiler's first start when it
   starts for a batch);
 - `alloc`: 256 MiB allocated and written;
 - `exit`: the child's exit, its context torn down.

@@ -16,8 +16,8 @@ Variants:
   spare workers paused while a case is timed, WorkerPool.quiet).
 - `in_flight_3`: three in flight (`--in-flight 3`), as each of several GPUs' judges keeps.
 - `spares_running`: the spares left to start while a case is timed (their driver start, CUDA
-  context, cuBLAS set-up and profiler's first session on the device the case is timed on).
-- `spares_running_cold`: the same, the spares starting without the profiler's first session
+  context, cuBLAS set-up and profiler's first start on the device the case is timed on).
+- `spares_running_cold`: the same, the spares starting without the profiler's first start
   and the blocking kernel's compile (a census and the first calibration then pay for them).
 
 Each variant also reports the judge process's own CPU seconds (every thread of it, none of its
