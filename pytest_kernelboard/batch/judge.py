@@ -458,10 +458,10 @@ class BatchJudge:
         clock: PhaseClock,
         others: list[SubmissionEvaluation],
     ) -> CaseOutcome:
-        """A timed case, in the exclusive turn: every other candidate's worker is stopped
-        (spare workers, which hold no candidate's code yet, keep starting: pausing them put a
-        worker's start-up on every candidate's critical path), and no judged candidate's worker
-        is still alive. `checked`: its correctness call, made ahead and passed."""
+        """A timed case, in the exclusive turn: every other candidate's worker is stopped (the
+        spare workers too, by the pool's own quiet turn: SubmissionJudge.time_case), and no
+        judged candidate's worker is still alive. `checked`: its correctness call, made ahead
+        and passed."""
         with clock.phase("closing"):
             self._closed()
         stopped = [e for e in others if e.workers()]
