@@ -32,7 +32,11 @@ CANDIDATES = {
     # Writes its answer into its input x: right, but no drop-in for a pure function.
     "inplace": "def custom_kernel(data):\n    x, out = data\n    return x.add_(1)\n",
     "noentry": "def something_else(data):\n    return data\n",
-    "crash": "import os\ndef custom_kernel(data):\n    os._exit(7)\n",
+    # Dies on the first case only: the second would pass, were it run.
+    "crash": (
+        "import os\ndef custom_kernel(data):\n    x, out = data\n"
+        "    if x.numel() == 3:\n        os._exit(7)\n    return out.copy_(x + 1)\n"
+    ),
     # What Triton's front-end raises at a kernel's first launch (it compiles then, not at import)
     "jit": (
         "class CompilationError(Exception):\n    pass\n"
@@ -92,6 +96,20 @@ def test_feedback_names_the_failing_case_and_says_what_went_wrong(mixed_batch):
     assert "mismatch at" in wrong["message"]  # the leaderboard's own check message
     assert records["inplace.py"]["cases"][0]["mutated_inputs"] == ["data[0]"]
     assert 'File "raises.py", line 2' in records["raises.py"]["message"]
+
+
+def test_a_candidate_whose_worker_died_is_judged_no_further(mixed_batch):
+    # Each later case would take a fresh worker (a CUDA context on a GPU) to learn what its
+    # first crash already decided: the record's verdict. pytest judges each case regardless
+    # (test_isolation.py).
+    crash = {r["id"]: r for r in mixed_batch[1]}["crash.py"]
+    first, second = crash["cases"]
+    assert (first["status"], crash["failed_case"]) == ("crashed", first["id"])
+    assert "exited with code 7" in crash["message"]
+    assert second["status"] == "not_run"
+    assert second["message"] == (
+        f"not run: an earlier case, crash.py::addone::test[{first['id']}], crashed"
+    )
 
 
 def test_records_validate_against_the_generated_schema(mixed_batch):

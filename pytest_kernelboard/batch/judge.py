@@ -223,6 +223,8 @@ class BatchJudge:
             reference_workers=reference_workers,
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
+            # A crashed candidate's later cases would each take a fresh worker to die again.
+            stop_at_first_crash=True,
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.
         self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}

@@ -34,8 +34,9 @@ def explain(evaluation: SubmissionEvaluation, case: Case, outcome: CaseOutcome) 
             f"timed out after {outcome.timed_out_after_s:g} s (the limit that applied: {limit}; "
             f"{how})" + _rest(outcome.message)
         )
-    elif outcome.status == "not_run" and outcome.after_timeout and first is not None:
-        outcome.message = f"not run: an earlier case, {case_label(evaluation, first[0])}, timed out"
+    elif outcome.status == "not_run" and outcome.after_failure and first is not None:
+        label = case_label(evaluation, first[0])
+        outcome.message = f"not run: an earlier case, {label}, {outcome.after_failure}"
     elif outcome.during_import and first is not None and first[1].during_import:
         outcome.message = (
             f"the submission failed to import; the message is shown once, on "

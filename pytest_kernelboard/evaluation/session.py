@@ -61,6 +61,7 @@ class JudgingSession:
         candidate_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
         pool: WorkerPool | None = None,
+        stop_at_first_crash: bool = False,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
         the median time kept (_measure_reference). host_bound_workers: how many fresh workers
@@ -70,7 +71,9 @@ class JudgingSession:
         the reference's are (a sweep that asks whether identical code ties across processes).
         measure_reference: where a case's reference timing comes from instead (a batch's judges
         on several GPUs share one). pool: where workers come from (a batch's keeps an account
-        of their start)."""
+        of their start). stop_at_first_crash: a submission whose worker died on a case gets
+        no fresh worker for its later cases (not run, saying which case crashed), as a batch
+        judges (pytest judges each case whatever the others did)."""
         self.mode = mode
         self.root = root
         self.precision = precision
@@ -81,6 +84,7 @@ class JudgingSession:
         self.reference_workers = max(1, reference_workers)
         self.host_bound_workers = max(1, host_bound_workers)
         self.candidate_workers = max(1, candidate_workers)
+        self.stop_at_first_crash = stop_at_first_crash
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}

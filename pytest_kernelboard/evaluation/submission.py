@@ -55,6 +55,7 @@ class SubmissionEvaluation:
                 self.session.pool,
                 reference_ranks=self.session.reference_ranks(self.task),
             )
+            self._judge.stop_at_first_crash = self.session.stop_at_first_crash
         return self._judge
 
     def prepare(self) -> None:

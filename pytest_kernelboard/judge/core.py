@@ -55,6 +55,7 @@ RELEASE_WINDOWS_ABOVE = window.KEPT_WINDOW_MAX
 # case (20 ms of each of a batch's correctness cases on an H200) and gave no one room.
 KEPT_CACHE_MAX = 64 << 20
 EARLIER_TIMEOUT = "not run: an earlier case timed out"
+EARLIER_CRASH = "not run: an earlier case crashed"
 UNKNOWN = object()  # which inputs the reference writes: not learnt yet
 CHECK_PARTS = ("generate", "call", "worker", "verify", "release")  # SubmissionJudge.check_s
 PROFILER_EXIT_GRACE_S = 120.0
@@ -102,7 +103,7 @@ class CaseOutcome:
     missing_module: str | None = None  # with ErrorKind.MISSING_MODULE: the import that failed
     exception: str | None = None  # the class name of what raised in the worker, where known
     during_import: bool = False  # the failure is the submission's import (the same every case)
-    after_timeout: bool = False  # not run because an earlier case timed out
+    after_failure: str = ""  # not run because an earlier case did this: "timed out", "crashed"
     implausible_timing: bool = False  # failed: its time cannot be the call's (for decisions)
     timed_out_after_s: float | None = None  # a case request's deadline that passed
 
@@ -188,6 +189,11 @@ class SubmissionJudge:
         self._last_call_us: float | None = None  # the last correctness call, round trip
         self._round_trip_us = 0.0  # the judge-side time of an empty request (outside_clock)
         self._timed_out = False  # a case timed out: the rest fail at once
+        # A case's worker died: with stop_at_first_crash, the rest are not run. A batch sets
+        # it: each later case would cost a fresh worker and its CUDA context (a second or
+        # more on a GPU) to die the same way, where one verdict is all its record gives.
+        self.stop_at_first_crash = False
+        self._crashed = False
         # Seconds this judge spent starting workers, over its life: taking one and its first
         # answer (worker_start), the import (import), the timing calibration (calibrate).
         self.startup_s: dict[str, float] = {"worker_start": 0.0, "import": 0.0, "calibrate": 0.0}
@@ -261,13 +267,16 @@ class SubmissionJudge:
         becomes its status; the duration is stamped."""
         started = time.perf_counter()
         if self._timed_out:  # a hanging submission costs one timeout, not one per case
-            return CaseOutcome("not_run", EARLIER_TIMEOUT, after_timeout=True)
+            return CaseOutcome("not_run", EARLIER_TIMEOUT, after_failure="timed out")
+        if self._crashed:
+            return CaseOutcome("not_run", EARLIER_CRASH, after_failure="crashed")
         budget = gpu_budget.for_device() if self.use_cuda else None
         if budget is None:
             outcome = self._outcome_of(judge)
         else:
             outcome = self._within_budget(budget, case, judge)
         self._timed_out = self._timed_out or outcome.status == "timeout"
+        self._crashed = self._crashed or (self.stop_at_first_crash and outcome.status == "crashed")
         outcome.duration_s = time.perf_counter() - started
         return outcome
 
