@@ -27,6 +27,7 @@ workers'): near the wall time, its Python is what the batch waits for.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -39,6 +40,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold")
+# What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
+# wake spin among it), its whole timed window, the call's own host time, and after it.
+CALL_PARTS = ("pre_us", "wall_us", "call_us", "device_us", "post_us")
+WOKE_ABOVE_US = 1500.0  # a pre_us this long held the 2 ms wake spin
 
 
 def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
@@ -79,11 +84,33 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
 
         pool_module.WorkerPool._spawn = cold_spawn
 
+    calls: list[dict] = []  # the case being timed: each call's reply parts (one thread times)
+    original_one_call = measure.CaseTimer._one_call
+
+    def recorded_one_call(self, *args, **kwargs):
+        entered = time.perf_counter()
+        pristine, reply = original_one_call(self, *args, **kwargs)
+        parts = {k: round(float(reply[k]), 1) for k in CALL_PARTS if k in reply}
+        left = time.perf_counter()
+        parts["one_call_us"] = round((left - entered) * 1e6, 1)
+        parts["entered"], parts["left"] = entered, left
+        calls.append(parts)
+        return pristine, reply
+
+    measure.CaseTimer._one_call = recorded_one_call
+
     def recorded_measure(self, case, plan, timeout_s, label, *args, **kwargs):
         pool = judges[0].session.pool if judges else None
         spares = [w.process.pid for w in pool.spare_workers()] if pool else []
         started = time.perf_counter()
+        calls.clear()
         m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
+        # The judge's time between one call's return and the next's start: the idle gap the
+        # worker's wake spin (worker/timing.py, WAKE_AFTER_IDLE_S) answers to, in part.
+        for before, after in itertools.pairwise(calls):
+            after["gap_us"] = round((after["entered"] - before["left"]) * 1e6, 1)
+        for call in calls:
+            del call["entered"], call["left"]
         samples = list(m.samples_us)
         median = statistics.median(samples) if samples else 0.0
         cases.append(
@@ -97,6 +124,9 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
                 "off_median_pct": [round(100 * (s / median - 1), 2) for s in samples],
                 "spares": len(spares),
                 "loop_s": round(time.perf_counter() - started, 4),
+                "parts_s": {k: round(v, 4) for k, v in m.wall_s.items()},
+                "warm_calls": m.warm_calls,
+                "per_call": list(calls),
             }
         )
         return m
@@ -146,12 +176,27 @@ def summary(result: dict) -> str:
     serial = ("prepare_wait", "turn", "closing", "calibrate", "benchmark_check", "timing")
     phases = result["phases"]
     means = {k: statistics.mean(p.get(k, 0.0) for p in phases) for k in serial} if phases else {}
+    per_call = [call for c in candidates for call in c.get("per_call", [])]
+    woke = sum(call.get("pre_us", 0.0) > WOKE_ABOVE_US for call in per_call)
+    parts = {
+        k: statistics.mean(call[k] for call in per_call if k in call) / 1e3
+        for k in ("one_call_us", "pre_us", "wall_us", "post_us", "gap_us")
+        if any(k in call for call in per_call)
+    }
+    calls_line = (
+        "\n  per call, ms: "
+        + "  ".join(f"{k.removesuffix('_us')} {v:.2f}" for k, v in parts.items())
+        + f"  wake spin before {woke} of {len(per_call)} calls"
+        if per_call
+        else ""
+    )
     return (
         f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  "
         f"judge CPU {result.get('judge_cpu_s', 0.0):6.1f} s  passed {result['passed']}  "
         f"calls mean {statistics.mean(calls):5.1f} median {statistics.median(calls):4.1f}  "
         f"at 5: {at_five}/{len(calls)}  samples > 0.5% off their median: {far}/{len(outside)}  "
         + "  ".join(f"{k} {v:.3f}" for k, v in means.items())
+        + calls_line
     )
 
 
