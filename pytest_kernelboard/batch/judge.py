@@ -360,8 +360,9 @@ class BatchJudge:
             )
 
     def _check_ahead(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
-        """The candidate's correctness cases, and its timed cases' correctness calls, made
-        beside the other candidates' (shared turns), in the order its judging would make them.
+        """The candidate's correctness cases, and its timed cases' correctness calls and the
+        inputs of their timed calls, made beside the other candidates' (shared turns), in the
+        order its judging would make them.
         Stops at a case whose input is not known to be small (a case judged frugally, or one
         no judge has made yet: several candidates' copies of a large input would not fit side
         by side); none on a multi-GPU or eval.py leaderboard (their judges are not made for
@@ -380,6 +381,9 @@ class BatchJudge:
             with self.turns.shared(), clock.phase(phase), _check_parts(evaluation, clock, phase):
                 outcome = evaluation.run(case) if test else evaluation.correctness(case)
             done[case_name(case)] = outcome
+            if not test and outcome.passed:  # its timing loop then makes none between calls
+                with self.turns.shared(), clock.phase("inputs_ahead"):
+                    evaluation.judge.generate_ahead(case)
 
     def _close_later(self, evaluation: SubmissionEvaluation) -> None:
         """A judged candidate's worker killed and its folders removed beside the next

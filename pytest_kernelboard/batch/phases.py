@@ -10,6 +10,8 @@ The phases, in the order a candidate meets them:
                      beside the other candidates' (batch/turns.py), once its judge knows their
                      inputs are small; of each, the parts `benchmark_check` has, and
                      _release (the worker's windows and the judge's cached memory let go)
+    inputs_ahead     the inputs of its timed cases' calls made ahead, as many as the case's
+                     last timing used, where its input is small (judge/inputs_ahead.py)
     prepare_wait     the judge waiting for the candidate's worker start, import and the calls
                      made ahead to finish: the part that the judging of earlier candidates did
                      not hide
@@ -72,7 +74,14 @@ SERIAL = (
     "census",
     "record",
 )
-OVERLAPPED = ("worker_start", "import", "correctness_ahead", "benchmark_check_ahead", "paused")
+OVERLAPPED = (
+    "worker_start",
+    "import",
+    "correctness_ahead",
+    "benchmark_check_ahead",
+    "inputs_ahead",
+    "paused",
+)
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
 AHEAD = ("correctness_ahead", "benchmark_check_ahead")
@@ -84,6 +93,7 @@ ORDER = (
     "correctness_ahead",
     "benchmark_check_ahead",
     *AHEAD_PARTS,
+    "inputs_ahead",
     *SERIAL,
     *CHECK_PARTS,
     *TIMING_PARTS,

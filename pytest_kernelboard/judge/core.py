@@ -32,6 +32,7 @@ from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
 from .diagnosis import diagnose
 from .hardware import leaderboard_note
+from .inputs_ahead import InputsAhead
 from .measure import (
     WARMED,
     CaseTimer,
@@ -189,6 +190,7 @@ class SubmissionJudge:
         self._last_call_us: float | None = None  # the last correctness call, round trip
         self._round_trip_us = 0.0  # the judge-side time of an empty request (outside_clock)
         self._timed_out = False  # a case timed out: the rest fail at once
+        self._inputs_ahead = InputsAhead()  # timed calls' inputs made ahead (generate_ahead)
         # A case's worker died: with stop_at_first_crash, the rest are not run. A batch sets
         # it: each later case would cost a fresh worker and its CUDA context (a second or
         # more on a GPU) to die the same way, where one verdict is all its record gives.
@@ -486,9 +488,22 @@ class SubmissionJudge:
             known[key] = self._written_by_reference(pristine)
         return known[key]
 
+    def generate_ahead(self, case: Case) -> int:
+        """The inputs of the case's timed calls, made now, as many as its last timing used
+        (in any judge of the run); none for a case not timed yet or judged frugally. A batch
+        makes them beside other candidates' work (judge/inputs_ahead.py). How many were made."""
+        name = case_name(case)
+        calls = self.modules.timed_calls.get(name, 0)
+        if not calls or self.modules.frugal_cases.get(name) is not False:
+            return 0
+        return self._inputs_ahead.make(name, calls, lambda index: self.generate(case, index))
+
     def generate_or_not_run(self, case: Case, call_index: int = 0) -> Any:
-        """The case's input; the leaderboard's own generate_input failing is not the
-        submission's failure."""
+        """The case's input (made ahead, where it was); the leaderboard's own generate_input
+        failing is not the submission's failure."""
+        made = self._inputs_ahead.take(case_name(case), call_index) if call_index else None
+        if made is not None:
+            return made
         try:
             return self.generate(case, call_index)
         except LeaderboardError as exc:
@@ -679,9 +694,14 @@ class SubmissionJudge:
 
         timer = CaseTimer(self.generate_or_not_run, request_time, verify, self.use_cuda, progress)
         label = f"{self.task.name} {case.kind}[{case.id}]"
-        measurement = timer.measure(
-            case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
-        )
+        try:
+            measurement = timer.measure(
+                case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
+            )
+        finally:
+            self._inputs_ahead.drop(named)
+        # How many inputs the next judge of this case makes ahead: as many as these calls took.
+        self.modules.timed_calls[named] = measurement.warmup_calls + len(measurement.samples_us)
         measurement.details["frugal"] = bool(frugal)  # the record says how its calls were judged
         if any(scrub_waits):  # and how long its calls waited for freed memory to be scrubbed
             measurement.details["scrub_wait_ms"] = round(sum(scrub_waits) * 1e3, 3)

@@ -58,6 +58,9 @@ class LeaderboardModules:
         # The outbound window a case's passed output needed, by case: a worker's window is
         # grown to it before a call of that case (judge/core.py, _expect_reply).
         self.reply_bytes: dict[str, int] = {}
+        # How many calls a case's last timing made (warm-up included), by case: a batch makes
+        # that many of a case's inputs ahead of its timing (judge/core.py, generate_ahead).
+        self.timed_calls: dict[str, int] = {}
         with self.active():
             try:
                 self.reference = importlib.import_module("reference")
