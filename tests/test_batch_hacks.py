@@ -342,8 +342,11 @@ def test_cuda_timing_functions_patched_at_import_change_nothing(name, gpu_record
 @on_gpu
 @pytest.mark.parametrize("name", ["patch_current_stream", "patch_torch_sum"])
 def test_torch_functions_the_harness_calls_patched_at_import_change_nothing(name, gpu_records):
+    # Not even a failure: a current_stream that answered an idle stream once stretched every
+    # wake spin to 70 - 110 ms (its rate measured on events recorded there), and the judge's
+    # clock then failed most of the case's calls.
     record = gpu_records[name]
-    assert record["status"] in ("passed", "failed"), record["message"]
+    assert record["status"] == "passed", record["message"]
     assert not reported_fast(record), (record["speedup"], record["tied"], record["message"])
 
 

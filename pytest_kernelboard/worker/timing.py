@@ -136,6 +136,9 @@ class Timer:
             self._elapsed_time = torch.cuda.Event.elapsed_time
             self._event = torch.cuda.Event
             self._record_event = torch.cuda.Event.record
+            # Event.record without a stream asks torch.cuda.current_stream, which a submission
+            # may patch (to answer an idle stream of its own): the harness asks this one.
+            self._current_stream = torch.cuda.current_stream
             # What a submission could patch at import to skip the L2 flush (its waits go
             # through fences.py, captured the same way), and the spin that wakes the GPU.
             self._sum = torch.sum
@@ -357,22 +360,37 @@ class Timer:
                 return None
         return self.blocker
 
+    def event(self) -> Any:
+        """A timing event, of the class bound before the submission was imported."""
+        return self._event(enable_timing=True)
+
+    def record(self, event: Any) -> None:
+        """Record `event` on the stream the harness's work runs on: the current stream as torch
+        answered before the submission was imported (torch's kernels run there whatever a
+        patched torch.cuda.current_stream answers)."""
+        self._record_event(event, self._current_stream())
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        """Microseconds between two recorded events, through the method bound before import."""
+        return self._elapsed_time(start, end) * 1e3
+
     def spin_cycles_per_us(self) -> float:
         """GPU clock cycles per microsecond of torch.cuda._sleep, measured once per worker.
 
-        Through the event methods bound before the submission was imported: measured with a
-        patched `elapsed_time` that reported 1000x less, each wake spin lasted 2 s (a hostile
-        test caught it as time outside the timed interval)."""
+        Through the event methods and the stream bound before the submission was imported:
+        measured with a patched `elapsed_time` that reported 1000x less, each wake spin lasted
+        2 s (a hostile test caught it as time outside the timed interval); with events recorded
+        on the idle stream a patched `current_stream` answered, 70 - 110 ms (an H100)."""
         if self._spin_rate is None:
-            start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+            start, end = self.event(), self.event()
             cycles = 1_000_000
             rates = []
             for _ in range(5):  # the first spins also bring the clocks up from idle
-                self._record_event(start)
+                self.record(start)
                 self._sleep(cycles)
-                self._record_event(end)
+                self.record(end)
                 fences.synchronize()
-                rates.append(cycles / (self._elapsed_time(start, end) * 1e3))
+                rates.append(cycles / self.elapsed_us(start, end))
             self._spin_rate = max(rates[1:])  # the fastest clock: a spin never runs short
         return self._spin_rate
 
