@@ -35,9 +35,17 @@ PLAN = TimingPlan(
 
 def test_inputs_are_made_for_as_many_calls_as_their_bounds_allow(monkeypatch):
     made = InputsAhead()
-    assert made.make("big", 200, lambda i: torch.zeros(4)) == inputs_ahead.MAX_CALLS
+    assert made.make("many", 200, 16, lambda i: torch.zeros(4)) == inputs_ahead.MAX_CALLS
     monkeypatch.setattr(inputs_ahead, "MAX_BYTES", 3 * 1024)
-    assert made.make("case", 10, lambda i: torch.full((256,), float(i))) == 3  # 1 KiB each
+    made_now: list[int] = []
+
+    def one_kib(index: int) -> torch.Tensor:
+        made_now.append(index)
+        return torch.full((256,), float(index))
+
+    assert made.make("case", 10, 1024, one_kib) == 3
+    assert made_now == [1, 2, 3]  # none made only to be let go
+    assert made.make("large", 10, 4096, one_kib) == 0 and made_now == [1, 2, 3]
     assert made.take("case", 2)[0] == 2.0
     assert made.take("case", 2) is None  # handed over once
     assert made.take("case", 7) is None  # beyond what was made

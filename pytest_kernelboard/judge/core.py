@@ -22,7 +22,7 @@ from ..channel.cloning import clone_data, release_lost_holds
 from ..channel.protocol import ErrorKind, Op, needs_cuda
 from ..spec.cases import UNSEEN_CALL_INDEX, Case
 from ..spec.task import TaskSpec
-from ..stats.floors import device_bytes
+from ..stats.floors import device_bytes, tensor_bytes
 from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
 from ..supervisor.client import Reply, WorkerProcess
@@ -391,6 +391,7 @@ class SubmissionJudge:
         frugal = is_frugal(pristine)
         name = case_name(case)
         self.modules.frugal_cases[name] = frugal
+        self.modules.input_bytes[name] = tensor_bytes(pristine)
         # A frugal call on the host: which inputs the reference writes is learnt before the
         # worker's copy is made (a copy for the reference beside it would be a third).
         on_host = frugal and not device_bytes(pristine)
@@ -496,7 +497,8 @@ class SubmissionJudge:
         calls = self.modules.timed_calls.get(name, 0)
         if not calls or self.modules.frugal_cases.get(name) is not False:
             return 0
-        return self._inputs_ahead.make(name, calls, lambda index: self.generate(case, index))
+        each = self.modules.input_bytes.get(name, 0)
+        return self._inputs_ahead.make(name, calls, each, lambda i: self.generate(case, i))
 
     def generate_or_not_run(self, case: Case, call_index: int = 0) -> Any:
         """The case's input (made ahead, where it was); the leaderboard's own generate_input

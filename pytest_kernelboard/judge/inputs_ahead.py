@@ -1,11 +1,12 @@
 """A timed case's inputs, made before its timing starts rather than between its timed calls.
 
 The timing loop makes each call's fresh input between two timed calls, on the GPU's critical
-path: on an H100, 1.6 ms of a host-bound case's 7.7 ms per call and 2.2 ms of KernelBench L2
-12's 10 ms (benchmarks/probes/timed_calls.py). A batch makes them ahead instead, beside other
-candidates' work, as many as the case's last timing used, for a case whose input is small; the
-loop takes them by call index. Each is the input that index's seed makes, so the calls are the
-same either way.
+path: on an H100, 1.6 ms of a host-bound case's 7.7 ms per call (benchmarks/probes/
+timed_calls.py). A batch makes them ahead instead, beside other candidates' work, as many as
+the case's last timing used and MAX_BYTES holds; the loop takes them by call index and makes
+the rest itself. Each is the input that index's seed makes, so the calls are the same either
+way. A KernelBench model's inputs hold its weights (KernelBench L2 12's: 210 MB), too many to
+hold ahead.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ class InputsAhead:
     def __init__(self) -> None:
         self._made: dict[str, dict[int, Any]] = {}
 
-    def make(self, name: str, calls: int, generate: Callable[[int], Any]) -> int:
+    def make(self, name: str, calls: int, each_bytes: int, generate: Callable[[int], Any]) -> int:
         """The inputs of calls 1 .. `calls` (call 0 is the correctness check's), fewer where
-        MAX_CALLS or MAX_BYTES stop them; how many were made."""
+        MAX_CALLS or MAX_BYTES stop them (`each_bytes`: one input's, as its check's was; none
+        is made where one alone would not fit); how many were made."""
         made: dict[int, Any] = {}
         held = 0
-        for index in range(1, min(calls, MAX_CALLS) + 1):
+        fits = MAX_BYTES // max(each_bytes, 1)
+        for index in range(1, min(calls, MAX_CALLS, fits) + 1):
             pristine = generate(index)
             held += tensor_bytes(pristine)
             if held > MAX_BYTES:

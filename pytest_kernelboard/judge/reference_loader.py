@@ -61,6 +61,7 @@ class LeaderboardModules:
         # How many calls a case's last timing made (warm-up included), by case: a batch makes
         # that many of a case's inputs ahead of its timing (judge/core.py, generate_ahead).
         self.timed_calls: dict[str, int] = {}
+        self.input_bytes: dict[str, int] = {}  # a case's input, by case, as its check made it
         with self.active():
             try:
                 self.reference = importlib.import_module("reference")
