@@ -24,10 +24,11 @@ def custom_kernel(data):
     x, out = data
     return out.copy_(x + 1)
 """
-# Two warm-up durations, the correctness call's the first of them, then four timed calls: five
-# inputs a timing uses.
+# Two warm-up durations, the correctness call's the first of them, then eleven timed calls:
+# twelve inputs a timing uses (a case that makes fewer gets none ahead: MIN_CALLS).
+CALLS = 12
 PLAN = TimingPlan(
-    rule=StoppingRule(min_samples=4, max_samples=4, min_time_s=0.0, budget_s=60.0),
+    rule=StoppingRule(min_samples=11, max_samples=11, min_time_s=0.0, budget_s=60.0),
     warmup=Warmup(min_calls=2, max_calls=2),
     flush_bytes=0,
 )
@@ -43,9 +44,11 @@ def test_inputs_are_made_for_as_many_calls_as_their_bounds_allow(monkeypatch):
         made_now.append(index)
         return torch.full((256,), float(index))
 
+    monkeypatch.setattr(inputs_ahead, "MIN_CALLS", 2)
     assert made.make("case", 10, 1024, one_kib) == 3
     assert made_now == [1, 2, 3]  # none made only to be let go
-    assert made.make("large", 10, 4096, one_kib) == 0 and made_now == [1, 2, 3]
+    assert made.make("large", 10, 2048, one_kib) == 0 and made_now == [1, 2, 3]  # one fits
+    assert made.make("few", 1, 16, one_kib) == 0 and made_now == [1, 2, 3]
     assert made.take("case", 2)[0] == 2.0
     assert made.take("case", 2) is None  # handed over once
     assert made.take("case", 7) is None  # beyond what was made
@@ -76,13 +79,13 @@ def test_a_timing_takes_the_inputs_made_ahead_and_makes_none_between_its_calls(j
     first = judge()
     assert first.generate_ahead(case) == 0  # nothing is known of the case yet
     assert first.benchmark_case(case, 60.0, PLAN).passed
-    assert first.modules.timed_calls[case_name(case)] == 5
+    assert first.modules.timed_calls[case_name(case)] == CALLS
 
     second = judge()
     checked = second.check_case(case, 60.0)  # the case's own input: small, not frugal
     assert checked.passed
-    assert second.generate_ahead(case) == 5
-    fresh = [second.generate(case, index)[0] for index in range(1, 6)]
+    assert second.generate_ahead(case) == CALLS
+    fresh = [second.generate(case, index)[0] for index in range(1, CALLS + 1)]
     made_between_calls: list[int] = []
     generate = second.generate
 
@@ -98,7 +101,7 @@ def test_a_timing_takes_the_inputs_made_ahead_and_makes_none_between_its_calls(j
     third = judge()
     assert third.check_case(case, 60.0).passed
     third.generate_ahead(case)
-    ahead = [third.generate_or_not_run(case, index)[0] for index in range(1, 6)]
+    ahead = [third.generate_or_not_run(case, index)[0] for index in range(1, CALLS + 1)]
     assert all(torch.equal(a, b) for a, b in zip(ahead, fresh, strict=True))
 
 
@@ -106,6 +109,6 @@ def test_a_frugal_case_gets_no_inputs_ahead(judges):
     task, judge = judges
     case = Case(BENCHMARK, 0, task.benchmarks[0])
     one = judge()
-    one.modules.timed_calls[case_name(case)] = 5
+    one.modules.timed_calls[case_name(case)] = CALLS
     one.modules.frugal_cases[case_name(case)] = True  # too large to hold a copy beside
     assert one.generate_ahead(case) == 0

@@ -11,7 +11,8 @@ The phases, in the order a candidate meets them:
                      inputs are small; of each, the parts `benchmark_check` has, and
                      _release (the worker's windows and the judge's cached memory let go)
     inputs_ahead     the inputs of its timed cases' calls made ahead, as many as the case's
-                     last timing used, where its input is small (judge/inputs_ahead.py)
+                     last timing used where that was ten or more and its input is small
+                     (judge/inputs_ahead.py)
     prepare_wait     the judge waiting for the candidate's worker start, import and the calls
                      made ahead to finish: the part that the judging of earlier candidates did
                      not hide

@@ -5,8 +5,8 @@ path: on an H100, 1.6 ms of a host-bound case's 7.7 ms per call (benchmarks/prob
 timed_calls.py). A batch makes them ahead instead, beside other candidates' work, as many as
 the case's last timing used and MAX_BYTES holds; the loop takes them by call index and makes
 the rest itself. Each is the input that index's seed makes, so the calls are the same either
-way. A KernelBench model's inputs hold its weights (KernelBench L2 12's: 210 MB), too many to
-hold ahead.
+way. It pays where a case makes many calls of a small input: a host-bound case stops on noise
+after about 50.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from ..stats.floors import tensor_bytes
 
 MAX_BYTES = 64 << 20  # what one candidate's inputs made ahead may hold, at most
 MAX_CALLS = 64  # a case that stops on noise takes about 50 calls, warm-up included
+# Fewer calls than this are made in the loop: made ahead, beside other candidates' correctness
+# calls, an input took about ten times as long (an H100: 22 against 1.9 ms for KernelBench L2
+# 12's, whose seven calls spend 13 ms on them), and the candidates prepared ahead wait for it.
+MIN_CALLS = 10
 
 
 class InputsAhead:
@@ -28,11 +32,14 @@ class InputsAhead:
 
     def make(self, name: str, calls: int, each_bytes: int, generate: Callable[[int], Any]) -> int:
         """The inputs of calls 1 .. `calls` (call 0 is the correctness check's), fewer where
-        MAX_CALLS or MAX_BYTES stop them (`each_bytes`: one input's, as its check's was; none
-        is made where one alone would not fit); how many were made."""
+        MAX_CALLS or MAX_BYTES stop them (`each_bytes`: one input's, as its check's was), none
+        where fewer than MIN_CALLS would be made; how many were made."""
         made: dict[int, Any] = {}
         held = 0
         fits = MAX_BYTES // max(each_bytes, 1)
+        if min(calls, fits) < MIN_CALLS:
+            self._made.pop(name, None)
+            return 0
         for index in range(1, min(calls, MAX_CALLS, fits) + 1):
             pristine = generate(index)
             held += tensor_bytes(pristine)
