@@ -176,8 +176,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1,
         metavar="K",
         help="time every timed case of a candidate in K fresh workers, combined as the "
-        "reference's are (default 1; a case whose calls were host-bound always gets the "
-        "reference's count)",
+        "reference's are (default 1: one worker, its interval widened by the reference's "
+        "workers' spread, a host-bound case's too)",
     )
     parser.add_argument(
         "--reference-workers",
