@@ -61,8 +61,7 @@ class WorkerProcess:
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
         sandboxed: None follows the session's policy (sandbox.enabled). host_network: keep the
         host's network inside the sandbox (ranks started one by one meet on its loopback).
-        warm_timing: start torch's profiler once and make the blocking kernel while starting
-        (seconds, off anyone's critical path), so a later kernel census costs milliseconds and
+        warm_timing: make the blocking kernel while starting (off anyone's critical path), so
         the first timed call (its calibration) does not compile a kernel (the batch judge's).
         device: the GPU its CUDA tensors live on (a rank's); None: the judge's current one.
         launched: a worker already started (a case's rank, case_ranks); it has the others."""

@@ -35,7 +35,7 @@ class WorkerPool:
         # Workers the run will still take, where it knows (None: keep `spares` ready). A spare
         # nobody takes costs a Python and torch start-up (seconds of CPU) for nothing.
         self.demand: int | None = None
-        # Workers start torch's profiler and make the blocking kernel while they start.
+        # Workers make the blocking kernel while they start.
         self.warm_timing = False
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()

@@ -2,10 +2,18 @@
 
 Each profiling session after a process's first re-registers CUPTI's timestamp callback, and
 CUPTI then corrupts or drops the first kernel records of the session, one more per session
-(pytorch/pytorch#192021). A worker that started the profiler early (to pay its start-up off
-the clock) would lose the one kernel of a `return a + b`, and a candidate that only calls
-PyTorch would escape the `only_library_kernels` flag. So every session starts with sentinel
-kernels that absorb those records, and the sentinels are then taken out by name.
+(pytorch/pytorch#192021). A worker's second census would lose the one kernel of a
+`return a + b`, and a candidate that only calls PyTorch would escape the `only_library_kernels`
+flag. So every session starts with sentinel kernels that absorb those records, and the
+sentinels are then taken out by name.
+
+No session is opened before a worker's timed calls: Kineto leaves CUPTI subscribed after a
+session (it tears it down only under TEARDOWN_CUPTI=1, pytorch/pytorch#144455), and CUPTI then
+stands in every later CUDA call of the process. On an H200 a five-launch call's host time read
+80 µs back to back and 234 µs after 1 ms of sleep in processes that had opened one session
+first, against 63 and 119 µs in processes that had not; with the teardown, 60 and 211 µs
+(benchmarks/probes/cupti_residue.py). A census comes after its candidate's timed calls and pays
+CUPTI's first start itself, about 27 ms.
 
 The session is torch.autograd.profiler.profile, under torch.profiler.profile: the latter's
 start asks `hasattr(torch, "_inductor")`, which imports Inductor, Dynamo, SymPy and Triton
@@ -62,11 +70,6 @@ class KernelCensus:
         self._profile = torch.autograd.profiler.profile
         self._sleep = torch.cuda._sleep
         self._cuda_events = torch.autograd.DeviceType.CUDA
-
-    def warm(self) -> None:
-        """Pay the profiler's first start (CUPTI's, 30 to 100 ms on an H100 host) now, while the
-        worker starts."""
-        self.run(lambda: self.torch.zeros(1, device="cuda"))
 
     def run(self, call: Callable[[], Any]) -> tuple[Any, list[tuple[str, float]]]:
         """The call's result and the kernels it launched (name, device µs), in launch order."""

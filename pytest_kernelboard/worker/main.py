@@ -65,8 +65,10 @@ class Worker:
         self.census = KernelCensus(torch) if self.cuda else None
         self.timer = Timer(torch, self.cuda)  # what it calls of torch is captured now
         if context and os.environ.get(WARM_TIMING_VARIABLE):
-            self.census.warm()  # CUPTI's first start: not in a census
-            self.timer.prepare()  # nor the blocking kernel's compile and load in a calibration
+            # The blocking kernel's compile and load, not in a calibration. The profiler is not
+            # started ahead: Kineto leaves CUPTI in every later CUDA call of the process
+            # (worker/census.py), host-bound timed calls included.
+            self.timer.prepare()
         self.windows: dict[str, window.Window] = {}  # the judge's device windows, by direction
         self._output_as_is = False  # this request's output is sent uncopied (a frugal host call)
         # A frugal call's cache segments, held again before the next (frugal needs windows,
