@@ -591,6 +591,55 @@ def test_the_reference_s_cases_are_handed_on_as_each_is_final(workers, fails, ex
     ]
 
 
+def test_a_host_bound_reference_case_is_timed_in_more_workers():
+    """Where most of the reference's five workers found a case's calls host-bound, it is timed
+    in nine: five give the spread too few degrees of freedom to trust for such a case. A
+    device-bound case beside it keeps five, and each case is handed on once, when final."""
+    from types import SimpleNamespace
+
+    from pytest_kernelboard.evaluation.session import JudgingSession
+    from pytest_kernelboard.spec.cases import BENCHMARK, Case
+
+    events: list[str] = []
+    cases = [Case(BENCHMARK, i, {"name": name}) for i, name in enumerate("hd")]
+    names = {id(case): case.arguments(0)["name"] for case in cases}
+    starts = []
+
+    def timed(judge, task, case):
+        name = names[id(case)]
+        events.append(f"time {name}")
+        host_bound = 40 if name == "h" else 0
+        return {"clock": "cuda_event", "n": 50, "host_bound_calls": host_bound, "rank_us": 1.0}
+
+    reference_judge = SimpleNamespace(startup_s={}, close=lambda: starts.append(1))
+    session = SimpleNamespace(
+        reference_judge=lambda task: reference_judge, _timed_reference_case=timed
+    )
+    results = JudgingSession.time_references(
+        session,
+        None,
+        cases,
+        5,
+        settled=lambda i, result: events.append(f"settled {'hd'[i]} after {len(result)}"),
+        host_bound_workers=9,
+    )
+    assert [len(r) for r in results] == [9, 5]
+    assert len(starts) == 8  # a fresh worker for each after the first
+    assert events.count("settled h after 9") == 1 and events.count("settled d after 5") == 1
+    assert [e for e in events if e.startswith("settled")] == [
+        "settled d after 5",
+        "settled h after 9",
+    ]
+    assert events[-2:] == ["time h", "settled h after 9"]
+    # Without the extension: five each.
+    for host_bound_workers in (0, 5):
+        events.clear()
+        again = JudgingSession.time_references(
+            session, None, cases, 5, host_bound_workers=host_bound_workers
+        )
+        assert [len(r) for r in again] == [5, 5]
+
+
 @pytest.mark.parametrize("in_flight", [None, 2])
 def test_a_judge_keeps_as_many_candidates_in_flight_as_asked(core_repo, monkeypatch, in_flight):
     """`--in-flight K`: while one candidate is judged, K - 1 others are prepared beside it

@@ -195,6 +195,25 @@ def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
     assert sent[0]["type"] == "reference_share" and sent[0]["workers"] == [1, 3]
 
 
+def test_a_host_bound_case_s_shares_name_the_further_workers_and_combine_as_nine():
+    """A host-bound case is timed in nine of the reference's workers in all: each judge times
+    its share of the nine, its share of the five first, and names the workers it timed."""
+    assert reference_share.shared_workers(1, 2, 9) == [0, 2, 4, 6, 8]
+    sent: list[dict] = []
+    judges = [reference_share.ReferenceShare(k, 2, sent.append) for k in range(2)]
+    assert [j.host_bound_workers for j in judges] == [[1, 3, 5, 7], [0, 2, 4, 6, 8]]
+    times = [130.0, 216.0, 150.0, 171.0, 140.0, 160.0, 145.0, 190.0, 155.0]
+    judges[0].publish("k", "x", [timing(times[i]) for i in (1, 3, 5, 7)])
+    judges[1].publish("k", "x", [timing(times[i]) for i in (0, 2, 4, 6, 8)])
+    judges[1].publish("d", "x", [timing(t) for t in (1.0, 2.0, 3.0)])  # device-bound: five
+    assert [m["workers"] for m in sent] == [[1, 3, 5, 7], [0, 2, 4, 6, 8], [0, 2, 4]]
+    combiner = fanout._Combiner(2)
+    assert combiner.add(0, sent[0], None) == []
+    (message,) = combiner.add(1, sent[1], None)
+    assert message["timing"]["rank_us_by_worker"] == times
+    assert message["timing"]["rank_us"] == sorted(times)[4]
+
+
 def test_a_multi_gpu_leaderboard_is_judged_by_one_judge_that_sees_every_gpu_named():
     """Each GPU gets a judge of its own, but a multi-GPU leaderboard's cases take all the GPUs
     named: pinned one each, every case read "needs 2 GPUs; this host has 1"."""

@@ -58,7 +58,12 @@ from .depth import IN_FLIGHT, PREFETCH
 from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
-from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS, ReferenceShare
+from .reference_share import (
+    HOST_BOUND_REFERENCE_WORKERS,
+    MIN_REFERENCE_WORKERS,
+    REFERENCE_WORKERS,
+    ReferenceShare,
+)
 from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
@@ -221,6 +226,7 @@ class BatchJudge:
             root,
             progress=progress,
             reference_workers=reference_workers,
+            host_bound_reference_workers=max(reference_workers, HOST_BOUND_REFERENCE_WORKERS),
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
             # A crashed candidate's later cases would each take a fresh worker to die again.
@@ -539,21 +545,30 @@ class BatchJudge:
                 share.publish(key, label, timings)
 
         parts: dict[str, float] = {}  # where its workers' seconds went
+        started_workers = 0
         if cases and share.workers:  # each of its workers times every case
-            self.account["reference_workers"] += len(share.workers)  # started once each
-            self.session.time_references(
-                self.task, cases, len(share.workers), around, parts, settled=publish
+            timed = self.session.time_references(
+                self.task,
+                cases,
+                len(share.workers),
+                around,
+                parts,
+                settled=publish,
+                host_bound_workers=len(share.host_bound_workers),
             )
+            started_workers = max((len(t) for t in timed if isinstance(t, list)), default=0)
+            self.account["reference_workers"] += started_workers  # started once each
         self.account["reference_s"] = time.perf_counter() - started
         self._share_timed = True
         if self._ended:
             self.session.pool.expect(0)
         if cases and share.workers:
+            more = started_workers > len(share.workers)  # a host-bound case's
             share.report(
                 "reference",
                 cases=len(cases),
-                workers=share.workers,
-                of=share.total,
+                workers=share.host_bound_workers[:started_workers] if more else share.workers,
+                of=share.host_bound_total if more else share.total,
                 parts=parts,
                 **self.account,
             )

@@ -17,6 +17,14 @@ from ..results.reference_runs import ReferenceUnavailable
 # spread four degrees of freedom (t = 2.78; three would give two, t = 4.30).
 REFERENCE_WORKERS = 5
 MIN_REFERENCE_WORKERS = 3  # fewer leave their spread one degree of freedom (t = 12.7)
+# A case whose calls most of those workers found host-bound is timed in this many in all. A
+# host-bound time moves by 5 - 20% from one worker to the next, and five workers' spread, with
+# four degrees of freedom, reads under half its true size one batch in ten (P(chi2_4 < 1) =
+# 0.09), narrowing every candidate's interval by as much: on an H200 two copies of the
+# reference's own code read 1.53x faster, not tied, against five workers that spread 7.1%.
+# Nine give eight degrees of freedom (P(chi2_8 < 2) = 0.02; t = 2.31 instead of 2.78), for four
+# more worker starts, and only where calls are host-bound, so short.
+HOST_BOUND_REFERENCE_WORKERS = 9
 CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
     "candidate",
     "record",
@@ -62,6 +70,9 @@ class ReferenceShare:
     ):
         self.workers = shared_workers(judge, judges, total)
         self.total = total  # the reference's workers in all, every judge's
+        # Its workers on a host-bound case (HOST_BOUND_REFERENCE_WORKERS; `workers` first).
+        self.host_bound_total = max(total, HOST_BOUND_REFERENCE_WORKERS)
+        self.host_bound_workers = shared_workers(judge, judges, self.host_bound_total)
         self._send = send
         self._combined: dict[str, dict[str, Any]] = {}
         self._failed: str | None = None  # every case not yet combined fails with this
@@ -70,10 +81,12 @@ class ReferenceShare:
     def publish(
         self, key: str, label: str, timings: list[dict[str, Any]], error: str | None = None
     ) -> None:
-        """This judge's workers' timing records of a case (or why they failed), to the parent."""
+        """This judge's workers' timing records of a case (or why they failed), to the parent:
+        its `workers`' or, for a host-bound case, as many of its `host_bound_workers`'."""
         found = {"error": error} if error else {"timings": timings}
+        workers = self.host_bound_workers[: len(timings)] if timings else self.workers
         self._send(
-            {"type": REFERENCE_SHARE, "case": key, "label": label, "workers": self.workers} | found
+            {"type": REFERENCE_SHARE, "case": key, "label": label, "workers": workers} | found
         )
 
     def report(self, phase: str, **account: Any) -> None:

@@ -27,7 +27,7 @@ from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
-from ..stats.between_workers import combined_workers
+from ..stats.between_workers import combined_workers, mostly_host_bound
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..supervisor.failures import WorkerFailure
@@ -57,6 +57,7 @@ class JudgingSession:
         report_dir: Path | None = None,
         progress: Progress | None = None,
         reference_workers: int = 1,
+        host_bound_reference_workers: int = 0,
         host_bound_workers: int = 1,
         candidate_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
@@ -64,7 +65,9 @@ class JudgingSession:
         stop_at_first_crash: bool = False,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
-        the median time kept (_measure_reference). host_bound_workers: how many fresh workers
+        the median time kept (_measure_reference). host_bound_reference_workers: how many in all
+        time it on a case whose calls most of those workers found host-bound (0: no more than
+        reference_workers; time_references). host_bound_workers: how many fresh workers
         time a submission's case whose calls were mostly host-bound in its first worker
         (SubmissionEvaluation, the same rule as the reference's). candidate_workers: how many
         fresh workers time every timed case of a submission, host-bound or not, combined as
@@ -82,6 +85,7 @@ class JudgingSession:
         self.report_dir = report_dir
         self.progress = progress
         self.reference_workers = max(1, reference_workers)
+        self.host_bound_reference_workers = host_bound_reference_workers
         self.host_bound_workers = max(1, host_bound_workers)
         self.candidate_workers = max(1, candidate_workers)
         self.stop_at_first_crash = stop_at_first_crash
@@ -184,7 +188,13 @@ class JudgingSession:
         """_measure_reference for several cases at once, each of the reference's workers timing
         them all (time_references): per case its median worker's timing, or why it has none."""
         measured: list[dict[str, Any] | ReferenceUnavailable] = []
-        timed = self.time_references(task, cases, self.reference_workers, account=account)
+        timed = self.time_references(
+            task,
+            cases,
+            self.reference_workers,
+            account=account,
+            host_bound_workers=self.host_bound_reference_workers,
+        )
         for case, records in zip(cases, timed, strict=True):
             if isinstance(records, ReferenceUnavailable):
                 if self.progress is not None:
@@ -223,6 +233,7 @@ class JudgingSession:
         around: Callable[[], AbstractContextManager[Any]] = nullcontext,
         account: dict[str, float] | None = None,
         settled: Callable[[int, list[dict[str, Any]] | ReferenceUnavailable], None] | None = None,
+        host_bound_workers: int = 0,
     ) -> list[list[dict[str, Any]] | ReferenceUnavailable]:
         """Per case, the reference's timing record in each of `workers` fresh workers, or
         ReferenceUnavailable with the reason where one failed it (no later worker times it).
@@ -235,12 +246,22 @@ class JudgingSession:
         REFERENCE_PARTS. `settled(i, result)` is told of case i as soon as its result is final
         (its last worker timed it, or a worker failed it), before the next case is timed: a
         GPU's judge hands each case's share on at once, so a candidate timed on another GPU
-        does not wait for every case of the share (GPU MODE's eigh: 200 s)."""
+        does not wait for every case of the share (GPU MODE's eigh: 200 s).
+
+        A case whose calls most of the `workers` found host-bound is timed in more,
+        `host_bound_workers` in all (batch/reference_share.py, HOST_BOUND_REFERENCE_WORKERS,
+        says why); it is final after the last of them."""
         judge = self.reference_judge(task)
         timed: list[list[dict[str, Any]] | ReferenceUnavailable] = [[] for _ in cases]
         tell = settled or (lambda i, result: None)
-        for index in range(workers):
-            standing = [i for i, so_far in enumerate(timed) if isinstance(so_far, list)]
+        most = max(workers, host_bound_workers)
+        extended: set[int] = set()  # the cases timed in more workers, host-bound in most
+        for index in range(most):
+            standing = [
+                i
+                for i, so_far in enumerate(timed)
+                if isinstance(so_far, list) and (index < workers or i in extended)
+            ]
             if not standing:
                 break
             began, before = time.perf_counter(), dict(judge.startup_s)
@@ -258,9 +279,14 @@ class JudgingSession:
                         tell(i, timed[i])
                         continue
                     timing_s += float(record.get("elapsed_s") or 0.0)
-                    timed[i].append(record)  # type: ignore[union-attr]
-                    if index == workers - 1:
-                        tell(i, timed[i])
+                    so_far = timed[i]
+                    assert isinstance(so_far, list)  # standing: no worker failed it
+                    so_far.append(record)
+                    if index == workers - 1 and most > workers and mostly_host_bound(so_far):
+                        extended.add(i)
+                        continue
+                    if index == workers - 1 or index == most - 1:
+                        tell(i, so_far)
             if account is not None:
                 spent = {part: judge.startup_s[part] - before[part] for part in before}
                 spent["timing"] = timing_s

@@ -32,6 +32,11 @@ def host_bound(timing: Mapping[str, Any] | None) -> bool | None:
     return 2 * int(timing.get("host_bound_calls") or 0) > int(timing["n"])
 
 
+def mostly_host_bound(timings: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether most of a case's timings, one per worker, were host-bound (host_bound)."""
+    return 2 * sum(bool(host_bound(t)) for t in timings) > len(timings)
+
+
 def spread(times_us: Sequence[float]) -> float | None:
     """The relative spread of one case's time over workers: the sample standard deviation of
     the log times. None below two workers, or with a time that is not positive."""
