@@ -50,8 +50,7 @@ from ..results.summary import evaluation_summary
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
-from ..stats.between_workers import combined_workers, host_bound
-from ..stats.drift import carried
+from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
 from ..supervisor.pausing import paused
 from .candidates import Candidate
@@ -230,7 +229,6 @@ class BatchJudge:
             host_bound_reference_workers=max(reference_workers, HOST_BOUND_REFERENCE_WORKERS),
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
-            reference_now=self._reference_now,
             # A crashed candidate's later cases would each take a fresh worker to die again.
             stop_at_first_crash=True,
         )
@@ -244,10 +242,6 @@ class BatchJudge:
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # One GPU: reference timings made with the first case's, for the cases still to come.
         self._references_ahead: dict[str, dict[str, Any] | None | ReferenceUnavailable] = {}
-        # The reference's last worker, kept alive: its timing of each case it timed, and its
-        # process, to carry a host-bound case's reference to each candidate (_reference_now).
-        self._kept_timings: dict[str, dict[str, Any]] = {}
-        self._kept_pid: int | None = None
         # Where this judge's time went: its share of the reference, the candidates it judged
         # (of which waiting for the other judges' shares), and how many reference workers.
         self.account: dict[str, float] = {
@@ -553,7 +547,6 @@ class BatchJudge:
         parts: dict[str, float] = {}  # where its workers' seconds went
         started_workers = 0
         if cases and share.workers:  # each of its workers times every case
-            last: dict[int, dict[str, Any]] = {}
             timed = self.session.time_references(
                 self.task,
                 cases,
@@ -562,9 +555,7 @@ class BatchJudge:
                 parts,
                 settled=publish,
                 host_bound_workers=len(share.host_bound_workers),
-                last=last,
             )
-            self._keep_last(self.task, cases, last)
             started_workers = max((len(t) for t in timed if isinstance(t, list)), default=0)
             self.account["reference_workers"] += started_workers  # started once each
         self.account["reference_s"] = time.perf_counter() - started
@@ -609,55 +600,14 @@ class BatchJudge:
         key = reference_key(case)
         if key not in self._references_ahead:
             cases = [case, *(c for c in self._unsettled_cases() if reference_key(c) != key)]
-            last: dict[int, dict[str, Any]] = {}
             for each, timing in zip(
-                cases, self.session.measure_references(task, cases, parts, last), strict=True
+                cases, self.session.measure_references(task, cases, parts), strict=True
             ):
                 self._references_ahead[reference_key(each)] = timing
-            self._keep_last(task, cases, last)
         timing = self._references_ahead.pop(key)
         if isinstance(timing, ReferenceUnavailable):
             raise timing
         return timing
-
-    def _keep_last(
-        self, task: TaskSpec, cases: Sequence[Case], last: dict[int, dict[str, Any]]
-    ) -> None:
-        """Remember the reference's last worker, which its judge keeps alive, and its timing
-        of each case it timed (time_references' `last`); nothing for a multi-GPU leaderboard,
-        whose reference runs in rank groups, or an eval.py, which times its own."""
-        if task.multi_gpu or is_evalpy_task(task):
-            return
-        self._kept_pid = self.session.reference_judge(task).live_pid()
-        self._kept_timings = {reference_key(cases[i]): record for i, record in last.items()}
-
-    def _reference_now(
-        self, task: TaskSpec, case: Case, reference: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """A host-bound case's reference carried to now (stats/drift.py): the case timed again
-        in the reference's kept worker, right after the candidate's timed calls and in the same
-        turn, against that worker's own timing among the reference's workers. None, the
-        reference left as it is, where the case is not host-bound, no kept worker timed it, or
-        that worker is gone."""
-        then = self._kept_timings.get(reference_key(case))
-        if then is None or not host_bound(reference) or self.mode != "benchmark":
-            return None
-        judge = self.session.reference_judge(task)
-        if self._kept_pid is None or judge.live_pid() != self._kept_pid:
-            return None
-        started = time.perf_counter()
-        try:
-            now = self.session.time_reference_again(judge, task, case)
-        except Exception:  # a failure of the reference's own worker: the reference as timed
-            return None
-        finally:
-            clock = current_clock()
-            if clock is not None:
-                clock.add("reference", time.perf_counter() - started)
-                clock.add("reference_now", time.perf_counter() - started)
-        if judge.live_pid() != self._kept_pid:  # another worker timed it: no comparison
-            return None
-        return carried(reference, then, now)
 
     def _shared_reference(self, task: TaskSpec, case: Case) -> dict[str, Any] | None:
         """The session's reference timing of a case: the one the parent combined from every

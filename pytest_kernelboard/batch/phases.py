@@ -35,9 +35,7 @@ The phases, in the order a candidate meets them:
     reference        waiting for the reference's timing (the batch's first timed candidate),
                      of which reference_worker_start, reference_import, reference_calibrate,
                      reference_timing and reference_other: its workers' start, import, timing
-                     calibration, timing loop and the rest (the first call's set-up, closing);
-                     and reference_now: a host-bound case timed again in the reference's kept
-                     worker right after the candidate's (stats/drift.py)
+                     calibration, timing loop and the rest (the first call's set-up, closing)
     timing           the timing loop: its calls, of which timing_generate (fresh inputs),
                      timing_worker (the requests' round trips) and timing_verify (each output
                      checked)
@@ -89,7 +87,7 @@ TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
 AHEAD = ("correctness_ahead", "benchmark_check_ahead")
 AHEAD_PARTS = tuple(f"{phase}_{part}" for phase in AHEAD for part in core.CHECK_PARTS)
-REFERENCE_PARTS = (*(f"reference_{part}" for part in session.REFERENCE_PARTS), "reference_now")
+REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
 ORDER = (
     "worker_start",
     "import",

@@ -61,8 +61,6 @@ class JudgingSession:
         host_bound_workers: int = 1,
         candidate_workers: int = 1,
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
-        reference_now: Callable[[TaskSpec, Case, dict[str, Any]], dict[str, Any] | None]
-        | None = None,
         pool: WorkerPool | None = None,
         stop_at_first_crash: bool = False,
     ):
@@ -75,9 +73,7 @@ class JudgingSession:
         fresh workers time every timed case of a submission, host-bound or not, combined as
         the reference's are (a sweep that asks whether identical code ties across processes).
         measure_reference: where a case's reference timing comes from instead (a batch's judges
-        on several GPUs share one). reference_now: a submission's case's reference timing carried
-        to when the submission was timed, or None to keep it as it is (a batch's, for a
-        host-bound case: stats/drift.py). pool: where workers come from (a batch's keeps an account
+        on several GPUs share one). pool: where workers come from (a batch's keeps an account
         of their start). stop_at_first_crash: a submission whose worker died on a case gets
         no fresh worker for its later cases (not run, saying which case crashed), as a batch
         judges (pytest judges each case whatever the others did)."""
@@ -93,7 +89,6 @@ class JudgingSession:
         self.host_bound_workers = max(1, host_bound_workers)
         self.candidate_workers = max(1, candidate_workers)
         self.stop_at_first_crash = stop_at_first_crash
-        self.reference_now = reference_now
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}
@@ -188,15 +183,10 @@ class JudgingSession:
         return chosen
 
     def measure_references(
-        self,
-        task: TaskSpec,
-        cases: Sequence[Case],
-        account: dict[str, float] | None = None,
-        last: dict[int, dict[str, Any]] | None = None,
+        self, task: TaskSpec, cases: Sequence[Case], account: dict[str, float] | None = None
     ) -> list[dict[str, Any] | ReferenceUnavailable]:
         """_measure_reference for several cases at once, each of the reference's workers timing
-        them all (time_references): per case its median worker's timing, or why it has none.
-        `last`: as time_references fills it."""
+        them all (time_references): per case its median worker's timing, or why it has none."""
         measured: list[dict[str, Any] | ReferenceUnavailable] = []
         timed = self.time_references(
             task,
@@ -204,7 +194,6 @@ class JudgingSession:
             self.reference_workers,
             account=account,
             host_bound_workers=self.host_bound_reference_workers,
-            last=last,
         )
         for case, records in zip(cases, timed, strict=True):
             if isinstance(records, ReferenceUnavailable):
@@ -245,7 +234,6 @@ class JudgingSession:
         account: dict[str, float] | None = None,
         settled: Callable[[int, list[dict[str, Any]] | ReferenceUnavailable], None] | None = None,
         host_bound_workers: int = 0,
-        last: dict[int, dict[str, Any]] | None = None,
     ) -> list[list[dict[str, Any]] | ReferenceUnavailable]:
         """Per case, the reference's timing record in each of `workers` fresh workers, or
         ReferenceUnavailable with the reason where one failed it (no later worker times it).
@@ -262,9 +250,7 @@ class JudgingSession:
 
         A case whose calls most of the `workers` found host-bound is timed in more,
         `host_bound_workers` in all (batch/reference_share.py, HOST_BOUND_REFERENCE_WORKERS,
-        says why); it is final after the last of them. `last`, where given, gets the timing
-        record of each case the last worker timed, by case index: that worker is still alive
-        (the reference's judge holds it) and can time the case again."""
+        says why); it is final after the last of them."""
         judge = self.reference_judge(task)
         timed: list[list[dict[str, Any]] | ReferenceUnavailable] = [[] for _ in cases]
         tell = settled or (lambda i, result: None)
@@ -281,8 +267,6 @@ class JudgingSession:
             began, before = time.perf_counter(), dict(judge.startup_s)
             if index:
                 judge.close()  # the next timing starts a fresh worker
-                if last is not None:
-                    last.clear()
             timing_s = 0.0
             with around():
                 for i in standing:
@@ -298,8 +282,6 @@ class JudgingSession:
                     so_far = timed[i]
                     assert isinstance(so_far, list)  # standing: no worker failed it
                     so_far.append(record)
-                    if last is not None:
-                        last[i] = record
                     if index == workers - 1 and most > workers and mostly_host_bound(so_far):
                         extended.add(i)
                         continue
@@ -312,17 +294,6 @@ class JudgingSession:
                 for part in REFERENCE_PARTS:
                     account[part] = account.get(part, 0.0) + max(spent[part], 0.0)
         return timed
-
-    def time_reference_again(
-        self, judge: SubmissionJudge, task: TaskSpec, case: Case
-    ) -> dict[str, Any]:
-        """The case timed once more in the reference's worker that `judge` holds now (a
-        batch's kept worker: stats/drift.py), without progress lines; its timing record."""
-        try:
-            timeout_s = self.timeout(task, BENCHMARK)
-            return judge.time_case(case, self.plan(task), timeout_s).to_record()
-        finally:
-            judge.release_cached_memory(windows=True)
 
     def _timed_reference_case(
         self, judge: SubmissionJudge, task: TaskSpec, case: Case

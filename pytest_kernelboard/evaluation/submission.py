@@ -115,12 +115,6 @@ class SubmissionEvaluation:
             if outcome.timing and "rank_us_by_worker" not in outcome.timing:
                 # One worker's time: the reference's workers say how far it moves.
                 outcome.timing = between_workers.one_worker(outcome.timing, found.summary)
-            carry = session.reference_now
-            if carry is not None and outcome.passed and outcome.timing:
-                carried = carry(task, case, found.summary)
-                if carried is not None:  # the reference as it would read when this was timed
-                    outcome.reference_timing = carried
-                    outcome.speedup = outcome_speedup(outcome)
         failure = session.references.failure(task, case)
         if outcome.passed and found is None and failure:
             outcome.details["reference_error"] = failure

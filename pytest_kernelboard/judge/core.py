@@ -247,11 +247,6 @@ class SubmissionJudge:
         except WorkerFailure:
             pass
 
-    def live_pid(self) -> int | None:
-        """The process id of the worker this judge holds now, while it lives (else None)."""
-        worker = self._worker
-        return worker.process.pid if worker is not None and worker.alive else None
-
     def close(self, grace_s: float = 5.0) -> None:
         """Ask the worker to exit, killing it after grace_s (a profiler needs time to write)."""
         if self._worker is not None:

@@ -266,10 +266,6 @@ class Timing(Record):
     # rank_ci95_within_us. A submission's timing carries its reference's.
     between_workers_rsd: float | Absent = field(default=ABSENT, metadata=_NONNEG)
     rank_ci95_within_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_PAIR)
-    # A batch's host-bound reference carried to when the submission was timed (stats/drift.py):
-    # the factor, and the kept reference worker's time then and now.
-    drift: float | Absent = field(default=ABSENT, metadata=_NONNEG)
-    drift_us: tuple[float, ...] | Absent = field(default=ABSENT, metadata=_PAIR)
     wall_s: dict[str, float] | Absent = field(default=ABSENT, metadata=_NONNEG_VALUES)
     flags: tuple[str, ...] | Absent = ABSENT
     # floor_us / the ranking statistic: the share of peak DRAM bandwidth the call achieved.
