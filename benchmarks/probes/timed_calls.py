@@ -17,8 +17,8 @@ Variants:
 - `in_flight_3`: three in flight (`--in-flight 3`), as each of several GPUs' judges keeps.
 - `spares_running`: the spares left to start while a case is timed (their driver start, CUDA
   context, cuBLAS set-up and profiler's first start on the device the case is timed on).
-- `spares_running_cold`: the same, the spares starting without the profiler's first start
-  and the blocking kernel's compile (a census and the first calibration then pay for them).
+- `spares_running_cold`: the same, the spares starting without the blocking kernel's
+  compile (the first calibration then pays for it).
 
 Each variant also reports the judge process's own CPU seconds (every thread of it, none of its
 workers'): near the wall time, its Python is what the batch waits for.
@@ -91,6 +91,8 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         entered = time.perf_counter()
         pristine, reply = original_one_call(self, *args, **kwargs)
         parts = {k: round(float(reply[k]), 1) for k in CALL_PARTS if k in reply}
+        if "cpu" in reply:  # the CPU the worker's case probe chose (worker/cpu_choice.py)
+            parts["cpu"] = int(reply["cpu"])
         left = time.perf_counter()
         parts["one_call_us"] = round((left - entered) * 1e6, 1)
         parts["entered"], parts["left"] = entered, left
