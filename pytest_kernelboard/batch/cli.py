@@ -16,7 +16,12 @@ from .candidates import load_candidates
 from .depth import IN_FLIGHT, MAX_IN_FLIGHT, PREFETCH, in_flight_arg
 from .judge import MODES, judge_many
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
-from .reference_share import MIN_REFERENCE_WORKERS, REFERENCE_WORKERS, reference_workers_arg
+from .reference_share import (
+    HOST_BOUND_REFERENCE_WORKERS,
+    MIN_REFERENCE_WORKERS,
+    REFERENCE_WORKERS,
+    reference_workers_arg,
+)
 
 # What a record's summary line keeps of it: what fast_p and "faster" are decided by.
 SUMMARY_KEYS = ("mode", "correct", "speedup", "speedup_ci95", "tied")
@@ -185,7 +190,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=REFERENCE_WORKERS,
         metavar="R",
         help=f"time the reference on every case in R fresh workers (default {REFERENCE_WORKERS}; "
-        f"at least {MIN_REFERENCE_WORKERS}): fewer cost less, their spread widens every "
+        f"at least {MIN_REFERENCE_WORKERS}; a case whose calls most of them found host-bound in "
+        f"{HOST_BOUND_REFERENCE_WORKERS} where R is fewer): fewer cost less, their spread widens every "
         "speedup's interval more",
     )
     parser.add_argument(
