@@ -525,6 +525,17 @@ def test_a_candidate_without_a_passed_timed_case_takes_no_census_turn():
     assert len(answered) == 2
 
 
+def _reference_session(timed, on_close=lambda: None):
+    """Just what JudgingSession.time_references uses of a session: a reference judge whose
+    worker times a case with `timed` and is replaced through `on_close`."""
+    from types import SimpleNamespace
+
+    reference_judge = SimpleNamespace(startup_s={}, close=on_close)
+    return SimpleNamespace(
+        reference_judge=lambda task: reference_judge, _timed_reference_case=timed
+    )
+
+
 @pytest.mark.parametrize(
     ("workers", "fails", "expected"),
     [
@@ -558,7 +569,6 @@ def test_the_reference_s_cases_are_handed_on_as_each_is_final(workers, fails, ex
     """A GPU's judge tells the parent of each case of its share of the reference as soon as
     its last worker has timed it, so a candidate timed on another GPU does not wait for the
     whole share (GPU MODE's eigh: 200 s of 13 cases in one worker)."""
-    from types import SimpleNamespace
 
     from pytest_kernelboard.evaluation.session import JudgingSession
     from pytest_kernelboard.spec.cases import BENCHMARK, Case
@@ -574,12 +584,8 @@ def test_the_reference_s_cases_are_handed_on_as_each_is_final(workers, fails, ex
             raise WorkerFailure("error", "the reference's worker crashed")
         return {"rank_us": 1.0, "elapsed_s": 0.0}
 
-    reference_judge = SimpleNamespace(startup_s={}, close=lambda: None)
-    session = SimpleNamespace(
-        reference_judge=lambda task: reference_judge, _timed_reference_case=timed
-    )
     results = JudgingSession.time_references(
-        session,
+        _reference_session(timed),
         None,
         cases,
         workers,
@@ -595,7 +601,6 @@ def test_a_host_bound_reference_case_is_timed_in_more_workers():
     """Where most of the reference's five workers found a case's calls host-bound, it is timed
     in nine: five give the spread too few degrees of freedom to trust for such a case. A
     device-bound case beside it keeps five, and each case is handed on once, when final."""
-    from types import SimpleNamespace
 
     from pytest_kernelboard.evaluation.session import JudgingSession
     from pytest_kernelboard.spec.cases import BENCHMARK, Case
@@ -611,10 +616,7 @@ def test_a_host_bound_reference_case_is_timed_in_more_workers():
         host_bound = 40 if name == "h" else 0
         return {"clock": "cuda_event", "n": 50, "host_bound_calls": host_bound, "rank_us": 1.0}
 
-    reference_judge = SimpleNamespace(startup_s={}, close=lambda: starts.append(1))
-    session = SimpleNamespace(
-        reference_judge=lambda task: reference_judge, _timed_reference_case=timed
-    )
+    session = _reference_session(timed, on_close=lambda: starts.append(1))
     results = JudgingSession.time_references(
         session,
         None,
