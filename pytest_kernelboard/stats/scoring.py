@@ -82,6 +82,15 @@ def _case_fields(
     return mean, std / math.sqrt(n), n, (float(lo), float(hi))
 
 
+def _log_se(center: float, se: float, interval: tuple[float, float]) -> float:
+    """The standard error of a case's log time: from its interval on log times where that
+    interval stays above 0, else se / center (the delta method)."""
+    low, high = interval
+    if low > 0 and high >= low:
+        return math.log(high / low) / (2 * _Z95)
+    return se / center
+
+
 def _welch_satterthwaite(variances: Sequence[float], dofs: Sequence[int]) -> float:
     """Effective degrees of freedom of a sum of independent variance estimates."""
     terms = [(v, d) for v, d in zip(variances, dofs, strict=True) if v > 0 and d > 0]
@@ -98,9 +107,13 @@ def score_interval(
 
     last: that case's own interval (rank_ci95_us; confidence is not re-applied).
     mean: S = sum(m_i) / k has standard error sqrt(sum(se_i^2)) / k.
-    geom: on the log scale, log G = sum(log m_i) / k and, by the delta method,
-          se(log m_i) ~= se_i / m_i, so se(log G) = sqrt(sum((se_i / m_i)^2)) / k; the interval
-          exp(log G -/+ t * se(log G)) is multiplicative, hence asymmetric around G.
+    geom: on the log scale, log G = sum(log m_i) / k and se(log G) = sqrt(sum(se_log_i^2)) / k,
+          se_log_i read from the case's interval on log times, ln(hi_i / lo_i) / (2 z), as
+          intervals widened by the spread between workers are built (between_workers.widened),
+          or, by the delta method, se_i / m_i where the interval reaches 0; the interval
+          exp(log G -/+ t * se(log G)) is multiplicative, hence asymmetric around G. (Read as
+          se_i / m_i, a two-worker interval widened to 8,000 times its time on a loaded CPU
+          made se(log G) near 2,000, and exp() overflowed in the judge.)
     For mean and geom, t uses the Welch-Satterthwaite effective degrees of freedom of the
     per-case variance terms (each with n_i - 1 degrees of freedom). se_i = std_i / sqrt(n_i).
     The lower end is clamped at 0 (a duration cannot be negative).
@@ -121,7 +134,7 @@ def score_interval(
         return (max(0.0, center - half), center + half)
     means = [m for m, _, _, _ in fields]
     log_center = math.log(geometric_mean(means))
-    variances = [(se / m) ** 2 for m, se, _, _ in fields]
+    variances = [_log_se(m, se, interval) ** 2 for m, se, _, interval in fields]
     df = _welch_satterthwaite(variances, dofs)
     half = _t(df, confidence) * math.sqrt(math.fsum(variances)) / k
     return (math.exp(log_center - half), math.exp(log_center + half))
