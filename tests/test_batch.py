@@ -671,3 +671,47 @@ def test_in_flight_outside_its_bounds_is_refused_by_name(value, capsys):
     with pytest.raises(SystemExit):
         cli.main(["judge", "addone", "a.py", "--in-flight", value])
     assert "--in-flight" in capsys.readouterr().err
+
+
+def test_a_candidate_the_judge_fails_on_gets_a_harness_error_and_the_batch_goes_on(
+    core_repo, monkeypatch, capsys
+):
+    """An exception of the judge's own while it judges one candidate (once: a score interval
+    that overflowed) is that candidate's record, `harness_error`, with the exception named and
+    its traceback on stderr; the candidates after it are judged, and `kernelboard judge`
+    exits 1 once every record is written."""
+    import argparse
+
+    from pytest_kernelboard.batch import cli
+    from pytest_kernelboard.batch import judge as batch_judge
+
+    summary = batch_judge.evaluation_summary
+    summaries: list[int] = []
+
+    def failing_for_b(records, task, mode):  # the second candidate's, b.py's
+        summaries.append(1)
+        if len(summaries) == 2:
+            raise OverflowError("math range error")
+        return summary(records, task, mode)
+
+    monkeypatch.setattr(batch_judge, "evaluation_summary", failing_for_b)
+    candidates = [Candidate(name, GOOD) for name in ("a.py", "b.py", "c.py")]
+    records = list(judge_many("addone", candidates, mode="test", root=core_repo, gpus=[]))
+    assert [(r["id"], r["status"], r["error_kind"]) for r in records] == [
+        ("a.py", "passed", None),
+        ("b.py", "error", "harness_error"),
+        ("c.py", "passed", None),
+    ]
+    assert "OverflowError: math range error" in records[1]["message"]
+    assert "kernelboard's fault" in records[1]["message"]
+    assert "Traceback" in capsys.readouterr().err
+    for record in records:
+        jsonschema.validate(record, record_schema())
+
+    monkeypatch.setattr(cli, "judge_many", lambda *args, **kwargs: iter(records))
+    monkeypatch.setattr(cli, "load_candidates", lambda paths: candidates)
+    args = argparse.Namespace(candidates=[], out=None, root=None, ray=None, leaderboard="addone")
+    args.mode, args.gpus, args.excessive_speedup, args.profile = "test", None, 10.0, False
+    args.candidate_workers, args.reference_workers, args.in_flight = 1, 5, None
+    assert cli.run(args) == 1
+    assert "the judge itself failed on 1 candidate(s)" in capsys.readouterr().err

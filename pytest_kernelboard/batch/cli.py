@@ -15,7 +15,13 @@ from ..evaluation.progress import Progress
 from .candidates import load_candidates
 from .depth import IN_FLIGHT, MAX_IN_FLIGHT, PREFETCH, in_flight_arg
 from .judge import MODES, judge_many
-from .records import DEFAULT_EXCESSIVE_SPEEDUP, batch_fast_p, batch_fast_p_raw, faster
+from .records import (
+    DEFAULT_EXCESSIVE_SPEEDUP,
+    ErrorKindName,
+    batch_fast_p,
+    batch_fast_p_raw,
+    faster,
+)
 from .reference_share import (
     HOST_BOUND_REFERENCE_WORKERS,
     MIN_REFERENCE_WORKERS,
@@ -63,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     progress = BatchProgress(len(candidates), sys.stderr)
     records: list[dict[str, Any]] = []
+    harness_errors = 0  # candidates the judge itself failed on (records.harness_error_record)
     try:
         for record in _records(args, candidates, progress):
             out.write(json.dumps(record) + "\n")
             out.flush()
             records.append({k: record.get(k) for k in SUMMARY_KEYS})
+            harness_errors += record.get("error_kind") == ErrorKindName.HARNESS_ERROR
             progress.record(record)
     except KernelboardError as exc:
         print(f"kernelboard judge: {exc}", file=sys.stderr)
@@ -76,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
         if out is not sys.stdout:
             out.close()
     print(summary_line(records), file=sys.stderr)
+    if harness_errors:  # every record is written, but these are no verdicts: exit 1
+        print(
+            f"kernelboard judge: the judge itself failed on {harness_errors} candidate(s) "
+            "(error_kind harness_error, a bug of kernelboard's); the tracebacks are above",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

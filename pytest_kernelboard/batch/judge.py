@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -57,7 +58,7 @@ from .candidates import Candidate
 from .depth import IN_FLIGHT, PREFETCH
 from .phases import PhaseClock, working_for
 from .phases import current as current_clock
-from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record
+from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record, harness_error_record
 from .reference_share import (
     HOST_BOUND_REFERENCE_WORKERS,
     MIN_REFERENCE_WORKERS,
@@ -338,11 +339,18 @@ class BatchJudge:
             candidate, evaluation, thread = pending.popleft()
             with self._clocks[evaluation].phase("prepare_wait"):
                 thread.join()
+            started = time.perf_counter()
             try:
-                yield self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
+                record = self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
+            except Exception as error:  # the judge's own failure: this candidate's record says
+                traceback.print_exc()  # so, and the candidates after it are still judged
+                took = time.perf_counter() - started
+                failed = harness_error_record(candidate.id, self.task.name, self.mode, error, took)
+                record = failed.to_json()
             finally:
                 self._clocks.pop(evaluation, None)
                 self._close_later(evaluation)
+            yield record
         for _, evaluation, thread in pending:
             thread.join()
             evaluation.close()

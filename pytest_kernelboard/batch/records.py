@@ -73,6 +73,7 @@ class ErrorKindName(enum.StrEnum):
     IMPLAUSIBLE_TIMING = "implausible_timing"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
+    HARNESS_ERROR = "harness_error"  # the judge itself failed on it: kernelboard's bug
 
 
 class Flag(enum.StrEnum):
@@ -304,6 +305,35 @@ def candidate_record(
         fast_p_raw=_flags(raw, timed),
         profile=ABSENT if profile is None else profile,
         phases=ABSENT if phases is None else phases,
+    )
+
+
+def harness_error_record(
+    candidate_id: str, leaderboard: str, mode: str, error: Exception, duration_s: float
+) -> CandidateRecord:
+    """The record of a candidate the judge itself failed on (a bug of kernelboard's, not the
+    candidate's): an error naming the exception, no cases. The batch goes on with the next
+    candidate; one candidate's odd timings once ended every GPU's judge of a batch."""
+    timed = mode != "test"
+    return CandidateRecord(
+        id=candidate_id,
+        leaderboard=leaderboard,
+        mode=mode,
+        status=Verdict.ERROR,
+        correct=False,
+        speedup=None,
+        tied=None,
+        flags=(),
+        error_kind=ErrorKindName.HARNESS_ERROR,
+        message=(
+            f"the judge failed on this candidate (kernelboard's fault, not the candidate's): "
+            f"{type(error).__name__}: {error}; its traceback is on the judge's stderr"
+        ),
+        failed_case=None,
+        fast_p=_flags(fast_p([False], [None], FAST_P_THRESHOLDS), timed),
+        cases=(),
+        duration_s=round(duration_s, 3),
+        fast_p_raw=_flags(fast_p_raw([False], [None], FAST_P_THRESHOLDS), timed),
     )
 
 
