@@ -227,7 +227,7 @@ class BatchJudge:
             root,
             progress=progress,
             reference_workers=reference_workers,
-            host_bound_reference_workers=max(reference_workers, HOST_BOUND_REFERENCE_WORKERS),
+            host_bound_reference_workers=HOST_BOUND_REFERENCE_WORKERS,
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
             # A crashed candidate's later cases would each take a fresh worker to die again.

@@ -75,24 +75,16 @@ SERIAL = (
     "census",
     "record",
 )
-OVERLAPPED = (
-    "worker_start",
-    "import",
-    "correctness_ahead",
-    "benchmark_check_ahead",
-    "inputs_ahead",
-    "paused",
-)
+AHEAD = ("correctness_ahead", "benchmark_check_ahead")
+OVERLAPPED = ("worker_start", "import", *AHEAD, "inputs_ahead", "paused")
 TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
-AHEAD = ("correctness_ahead", "benchmark_check_ahead")
 AHEAD_PARTS = tuple(f"{phase}_{part}" for phase in AHEAD for part in core.CHECK_PARTS)
 REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
 ORDER = (
     "worker_start",
     "import",
-    "correctness_ahead",
-    "benchmark_check_ahead",
+    *AHEAD,
     *AHEAD_PARTS,
     "inputs_ahead",
     *SERIAL,
