@@ -19,6 +19,12 @@ Variants:
   context, cuBLAS set-up and profiler's first start on the device the case is timed on).
 - `spares_running_cold`: the same, the spares starting without the blocking kernel's
   compile (the first calibration then pays for it).
+- `no_timing_core`: the judge keeps no CPU core for timed calls (KERNELBOARD_TIMING_CORE=0):
+  each case's timed calls go to the CPU its probe chose, beside whatever else runs there
+  (judge/timing_core.py).
+
+Each variant reports how far the copies' case medians spread (the same code: any spread is the
+timing's) and where the reference's median lies among them.
 
 Each variant also reports the judge process's own CPU seconds (every thread of it, none of its
 workers'): near the wall time, its Python is what the batch waits for.
@@ -39,7 +45,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold")
+VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold", "no_timing_core")
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
 CALL_PARTS = ("pre_us", "wall_us", "call_us", "device_us", "post_us")
@@ -73,6 +79,8 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     cases: list[dict] = []
     original_measure = measure.CaseTimer.measure
 
+    if variant == "no_timing_core":
+        os.environ["KERNELBOARD_TIMING_CORE"] = "0"
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":
@@ -192,6 +200,23 @@ def summary(result: dict) -> str:
         if per_call
         else ""
     )
+    medians = sorted(statistics.median(c["samples_us"]) for c in candidates if c["samples_us"])
+    references = [statistics.median(c["samples_us"]) for c in result["cases"] if c["reference"]]
+    cpus = {call["cpu"] for c in result["cases"] for call in c.get("per_call", []) if "cpu" in call}
+    spread_line = (
+        f"\n  case medians, µs: {medians[0]:.1f} / {statistics.median(medians):.1f} / "
+        f"{medians[-1]:.1f} (max/min {medians[-1] / medians[0]:.2f}, rsd "
+        f"{statistics.pstdev(medians) / statistics.mean(medians):.1%}); reference workers "
+        + ", ".join(f"{r:.1f}" for r in references)
+        + (
+            f" (their median / the copies' {statistics.median(references) / statistics.median(medians):.2f})"
+            if references
+            else ""
+        )
+        + f"; CPUs {sorted(cpus)}"
+        if medians
+        else ""
+    )
     return (
         f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  "
         f"judge CPU {result.get('judge_cpu_s', 0.0):6.1f} s  passed {result['passed']}  "
@@ -199,6 +224,7 @@ def summary(result: dict) -> str:
         f"at 5: {at_five}/{len(calls)}  samples > 0.5% off their median: {far}/{len(outside)}  "
         + "  ".join(f"{k} {v:.3f}" for k, v in means.items())
         + calls_line
+        + spread_line
     )
 
 

@@ -2,8 +2,10 @@
 and one timing of the reference that every judge shares.
 
 Each process is `python -m pytest_kernelboard.batch.gpu_judge LEADERBOARD MODE ROOT EXCESSIVE
---share K/N [--in-flight F] [--profile]`, pinned to its GPU with CUDA_VISIBLE_DEVICES before torch starts and,
-with everything it starts, to its own share of the host's CPUs (judge/cpu_sets.py). Both
+--share K/N [--in-flight F] [--timing-cpu C] [--profile]`, pinned to its GPU with
+CUDA_VISIBLE_DEVICES before torch starts and, with everything it starts, to its own share of the
+host's CPUs (judge/cpu_sets.py), less one core kept for its timed calls alone, CPU C
+(judge/timing_core.py). Both
 ways, a line is one JSON object whose "type" says what it is:
 
     parent -> judge   candidate         {"candidate": {id, source, lang}}
@@ -42,7 +44,8 @@ from typing import Any
 
 from ..evaluation.progress import Progress
 from ..evaluation.session import reference_line
-from ..judge.cpu_sets import allowed_cpus, pin_process, split_cpus
+from ..judge.cpu_sets import allowed_cpus, pin_process
+from ..judge.timing_core import TimingCore, judge_cpus
 from ..stats.between_workers import combined_workers
 from .candidates import Candidate
 from .depth import IN_FLIGHT
@@ -90,6 +93,11 @@ def judge_on_gpus(
         judges.close(progress)
 
 
+def timing_cpu_argument(core: TimingCore | None) -> list[str]:
+    """A judge process's arguments naming the CPU kept for its timed calls, if one is."""
+    return [] if core is None else ["--timing-cpu", str(core.cpu)]
+
+
 class GpuJudges:
     """One judge process per GPU group for one leaderboard and mode, kept across batches: a
     later batch finds the processes, their workers, their CUDA contexts and the reference's
@@ -109,11 +117,16 @@ class GpuJudges:
         in_flight: int = IN_FLIGHT,
     ) -> None:
         """cpu_sets: the CPUs each judge (and its workers) may use, one set per GPU group;
-        default: the CPUs this process may use, split between the judges (cpu_sets.py).
+        default: the CPUs this process may use less one timing core a judge, split between
+        the judges (cpu_sets.py, timing_core.py); given sets keep no timing core.
         in_flight: candidates queued at each judge, the one it judges included (depth.py)."""
         self.in_flight = in_flight
         self.gpus = [list(group) for group in gpus]
-        self.cpu_sets = list(cpu_sets or split_cpus(allowed_cpus(), len(self.gpus)))
+        # Each judge's timing core, kept out of every judge's set (judge/timing_core.py).
+        self.timing_cores: list[TimingCore | None] = [None] * len(self.gpus)
+        if cpu_sets is None:
+            self.timing_cores, cpu_sets = judge_cpus(allowed_cpus(), len(self.gpus))
+        self.cpu_sets = list(cpu_sets)
         self.started_at = time.monotonic()
         self.inbox: Queue[tuple[int, dict[str, Any] | None]] = Queue()  # None: that judge ended
         self.processes: list[subprocess.Popen] = []
@@ -138,6 +151,7 @@ class GpuJudges:
                     + ["--candidate-workers", str(candidate_workers)]
                     + ["--reference-workers", str(reference_workers)]
                     + ["--in-flight", str(in_flight)]
+                    + timing_cpu_argument(self.timing_cores[slot])
                     + (["--profile"] if profile else []),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,

@@ -37,7 +37,7 @@ def _route(lines: IO[str], candidates: Queue[Candidate | None], share: Reference
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
     argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W]
-    [--reference-workers R] [--in-flight F] [--profile]"""
+    [--reference-workers R] [--in-flight F] [--timing-cpu C] [--profile]"""
     leaderboard, mode, root, excessive = argv[:4]
     judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
 
@@ -47,6 +47,8 @@ def main(argv: list[str]) -> int:
     workers = count("--candidate-workers", 1)
     reference_workers = count("--reference-workers", REFERENCE_WORKERS)
     in_flight = count("--in-flight", IN_FLIGHT)  # the parent sends no more than these at once
+    # The CPU kept for this judge's timed calls, outside the set it was pinned to (fanout.py).
+    timing_cpu = count("--timing-cpu", -1)
     # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
     # C code, a worker started from here) writes to stderr.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -72,6 +74,7 @@ def main(argv: list[str]) -> int:
         reference_share=share,
         candidate_workers=workers,
         prefetch=in_flight - 1,
+        timing_cpu=None if timing_cpu < 0 else timing_cpu,
     )
 
     def incoming() -> Iterator[Candidate]:

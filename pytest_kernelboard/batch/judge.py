@@ -26,7 +26,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
@@ -35,6 +35,7 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession, reference_label
 from ..evaluation.submission import SubmissionEvaluation
+from ..judge import timing_core
 from ..judge.core import CaseOutcome, case_name
 from ..judge.evalpy import is_evalpy_task
 from ..judge.kernels import (
@@ -132,21 +133,24 @@ def judge_many(
     candidates = list(candidates)
     devices = list(gpus) if gpus is not None else visible_gpus()
     if judged_here(devices):
-        judge = BatchJudge(
-            task,
-            mode,
-            root,
-            excessive_speedup,
-            progress,
-            profile=profile,
-            candidate_workers=candidate_workers,
-            reference_workers=reference_workers,
-            prefetch=in_flight - 1 if in_flight else PREFETCH,
-        )
-        try:
-            yield from judge.judge(candidates)
-        finally:
-            judge.close()
+        # On its GPU, this process keeps a CPU core for the timed calls while it judges.
+        with timing_core.kept_here() if devices else nullcontext() as kept:
+            judge = BatchJudge(
+                task,
+                mode,
+                root,
+                excessive_speedup,
+                progress,
+                profile=profile,
+                candidate_workers=candidate_workers,
+                reference_workers=reference_workers,
+                prefetch=in_flight - 1 if in_flight else PREFETCH,
+                timing_cpu=kept.cpu if kept else None,
+            )
+            try:
+                yield from judge.judge(candidates)
+            finally:
+                judge.close()
         return
     from .fanout import judge_on_gpus  # one judge process per GPU
 
@@ -210,8 +214,11 @@ class BatchJudge:
         candidate_workers: int = 1,
         reference_workers: int = REFERENCE_WORKERS,
         prefetch: int = PREFETCH,
+        timing_cpu: int | None = None,
     ):
         """prefetch: candidates prepared ahead of the one being judged (batch/depth.py).
+        timing_cpu: the CPU kept for this judge's timed calls (judge/timing_core.py), which
+        nothing else of this process's runs on; None: each case's fastest CPU.
         reference_share: this judge is one of several GPUs' (fanout.py); it times its share
         of the reference's workers (of the share's total, which then stands for
         reference_workers) and takes the combined timing from the parent."""
@@ -259,6 +266,7 @@ class BatchJudge:
         # Asked for without looking for a GPU, which would import torch here: a worker without
         # CUDA takes no census and ignores it.
         self.session.pool.warm_timing = mode == "benchmark"
+        self.session.pool.timing_cpu = timing_cpu
         if not is_evalpy_task(task):  # an eval.py folder's reference.py is its own business
             # The zygote and the first workers start now: their torch import overlaps the
             # judge's own (the leaderboard's modules import it) instead of following it.

@@ -111,6 +111,9 @@ class CaseFeedback(Record):
     # Where the candidate's own case was timed in several fresh workers (host-bound, or
     # --candidate-workers): each worker's time, in order; time_us is their median.
     time_us_by_worker: tuple[float, ...] | Absent = ABSENT
+    # The CPUs its timed calls ran on: the judge's timing core where it keeps one
+    # (judge/timing_core.py); absent on a CPU, where the scheduler places them.
+    cpus: tuple[int, ...] | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     # A passed timed case without a speedup: why the reference could not be timed on it.
@@ -178,6 +181,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         host_bound=host_bound(timing),
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
+        cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
         reference_error=outcome.details.get("reference_error") or ABSENT,

@@ -12,10 +12,12 @@ MAX_RANKS = 16  # the most ranks one multi-GPU case's sandbox (one zygote reques
 # Set by the judge for the worker: the limits it applies to itself, "sandboxed" or "plain"
 # (worker/limits.py).
 LIMITS_VARIABLE = "KB_WORKER_LIMITS"
-# Set by the judge for workers that will be timed and take a census: start the profiler
-# (worker/census.py) and make the blocking kernel (worker/blocking.py) while starting, off
-# the critical path.
+# Set by the judge for workers that will be timed: make the blocking kernel (worker/blocking.py)
+# while starting, off the critical path.
 WARM_TIMING_VARIABLE = "KERNELBOARD_WARM_TIMING"
+# Set by a batch judge that keeps a CPU core for timed calls (judge/timing_core.py): the CPU
+# every timed case of the worker runs on (worker/timing.py).
+TIMING_CPU_VARIABLE = "KERNELBOARD_TIMING_CPU"
 
 
 def gpu_devices(minors: Iterable[int] | None = None, dev: Path = Path("/dev")) -> list[str]:

@@ -56,6 +56,7 @@ class WorkerProcess:
         warm_timing: bool = False,
         device: int | None = None,
         *,
+        timing_cpu: int | None = None,
         launched: WorkerLaunch | None = None,
     ):
         """launcher: a command the worker starts under (a profiler), or None to start plainly.
@@ -64,10 +65,12 @@ class WorkerProcess:
         warm_timing: make the blocking kernel while starting (off anyone's critical path), so
         the first timed call (its calibration) does not compile a kernel (the batch judge's).
         device: the GPU its CUDA tensors live on (a rank's); None: the judge's current one.
+        timing_cpu: the CPU its timed calls run on, which the judge keeps for them
+        (judge/timing_core.py); None: each case's fastest (worker/cpu_choice.py).
         launched: a worker already started (a case's rank, case_ranks); it has the others."""
         if launched is None:
             launched = WorkerLaunch(
-                cache_dir, launcher, sandboxed, host_network, warm_timing, device
+                cache_dir, launcher, sandboxed, host_network, warm_timing, device, timing_cpu
             )
             launched.start()
         self.launcher = launched.launcher

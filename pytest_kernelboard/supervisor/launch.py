@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from ..channel.cage import LIMITS_VARIABLE, WARM_TIMING_VARIABLE
+from ..channel.cage import LIMITS_VARIABLE, TIMING_CPU_VARIABLE, WARM_TIMING_VARIABLE
 from . import forked, gpu_view, sandbox, shm_manager
 from .environment import cache_dirs, default_cache_dir, worker_environment
 
@@ -50,6 +50,7 @@ class WorkerLaunch:
         host_network: bool = False,
         warm_timing: bool = False,
         device: int | None = None,
+        timing_cpu: int | None = None,
     ):
         """The arguments are WorkerProcess's (supervisor/client.py). Nothing starts yet."""
         self.launcher = launcher
@@ -70,6 +71,8 @@ class WorkerLaunch:
         env[LIMITS_VARIABLE] = "sandboxed" if self.sandboxed else "plain"
         if warm_timing:
             env[WARM_TIMING_VARIABLE] = "1"
+        if timing_cpu is not None:
+            env[TIMING_CPU_VARIABLE] = str(timing_cpu)
         if device is None:
             see_own_gpu(env)
         self.env = env

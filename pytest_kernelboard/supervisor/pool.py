@@ -37,6 +37,8 @@ class WorkerPool:
         self.demand: int | None = None
         # Workers make the blocking kernel while they start.
         self.warm_timing = False
+        # The CPU the judge keeps for timed calls (judge/timing_core.py); None: none kept.
+        self.timing_cpu: int | None = None
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)  # notified when the pool stops being quiet
@@ -46,7 +48,10 @@ class WorkerPool:
 
     def _spawn(self) -> WorkerProcess:
         return self._spawner.submit(
-            WorkerProcess, launcher=self.launcher, warm_timing=self.warm_timing
+            WorkerProcess,
+            launcher=self.launcher,
+            warm_timing=self.warm_timing,
+            timing_cpu=self.timing_cpu,
         ).result()
 
     def expect(self, takes: int) -> None:

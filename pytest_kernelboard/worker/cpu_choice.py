@@ -6,18 +6,19 @@ five-launch call in 66 - 153 µs, some CPUs slow sweep after sweep, others stead
 (docs/benchmarks.md, "Probes"). Left to the scheduler, the CPU a worker lands on decides
 its host-bound times, so the reference and a candidate timed in two workers compare two CPUs.
 At the start of each timed case the worker runs a short interpreter-bound probe on each CPU it
-may use and keeps its calling thread on the fastest for the case.
+may use and keeps its calling thread on the fastest for the case. Where the judge keeps a core
+for timed calls (a batch judge, judge/timing_core.py), the worker goes there instead.
 """
 
 from __future__ import annotations
 
 import os
-import time
+
+from pytest_kernelboard.channel import cpu_probe
 
 # Each CPU's probe: this many timed repetitions (their median counts) after one that refills the
 # caches the move left cold. About 20 µs each: a 16-CPU machine is probed in about 2 ms.
 PROBE_REPS = 5
-_probe_clock = time.perf_counter  # bound at import, before any submission: it cannot patch it
 
 
 def allowed_cpus() -> frozenset[int]:
@@ -26,21 +27,9 @@ def allowed_cpus() -> frozenset[int]:
     return frozenset(getter(0)) if getter is not None else frozenset()
 
 
-def _probe_work() -> int:
-    # Interpreter work of a launch path's kind: small objects, dicts, calls, branches.
-    table = {i: str(i) for i in range(64)}
-    return sum(len(table[i]) for i in range(64) if i % 3)
-
-
 def probe_us() -> float:
     """The median time of the probe on the CPU the calling thread runs on now, in µs."""
-    _probe_work()
-    times = []
-    for _ in range(PROBE_REPS):
-        start = _probe_clock()
-        _probe_work()
-        times.append((_probe_clock() - start) * 1e6)
-    return sorted(times)[len(times) // 2]
+    return cpu_probe.probe_us(PROBE_REPS)
 
 
 def choose_and_pin(cpus: frozenset[int]) -> tuple[int | None, dict[int, float]]:

@@ -2,7 +2,8 @@
 
 The L2 flush, the stream held by the blocking kernel (worker/blocking.py) until the whole
 call is queued, CUDA events around it and every stream it touched joined (StreamTracker); the
-wake spin after an idle gap, the case's fastest CPU (worker/cpu_choice.py), the kept input of
+wake spin after an idle gap, the case's CPU (the judge's timing core, judge/timing_core.py, else
+the fastest this worker may use, worker/cpu_choice.py), the kept input of
 a case's warm calls, and the harness's own overhead (calibrate). docs/timing.md.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_kernelboard.channel import fences
+from pytest_kernelboard.channel.cage import TIMING_CPU_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
@@ -129,6 +131,10 @@ class Timer:
         # own clock around the whole request, and its torch threads need every CPU).
         pin = cuda and os.environ.get(PIN_VARIABLE) != "0"
         self._cpus = cpu_choice.allowed_cpus() if pin else frozenset()
+        # The CPU the judge keeps for timed calls (judge/timing_core.py), outside `_cpus`; None:
+        # each case chooses among `_cpus`.
+        kept = os.environ.get(TIMING_CPU_VARIABLE, "")
+        self._kept_cpu = int(kept) if pin and kept.isdigit() else None
         self._timing_cpu: int | None = None  # where this case's timed calls run (None: anywhere)
         self.before_timed_call = None  # a rank's barrier (worker/ranks.py), else nothing
         self.device_barrier = None  # a rank's barrier on the held stream (worker/ranks.py)
@@ -183,8 +189,9 @@ class Timer:
         time by more than the launch allowance. `dispatch_us` is the host time from the
         flush's enqueue to the call's return: what a pre-roll has to cover.
 
-        GPU only: the first request of each `case` (the judge names it) moves the worker to the
-        fastest CPU it may use (worker/cpu_choice.py). With `keep`, a pristine copy of the input
+        GPU only: the first request of each `case` (the judge names it) moves the calling
+        thread to the CPU the judge keeps for timed calls, else to the fastest it may use
+        (worker/cpu_choice.py). With `keep`, a pristine copy of the input
         is kept, once per case, for the `warm` requests that come before the next timed calls.
         `copy_input`: the call runs on a copy of its own (not where the inputs came through the
         inbound window, which is that copy). The reply's `output` is the call's own.
@@ -297,17 +304,26 @@ class Timer:
         return (_clock() - self._last_synchronized) * 1e6 if self.cuda else None
 
     def _enter_case(self, case: str) -> None:
-        """A new case: nothing kept from the last one, and its timed calls on the fastest CPU."""
+        """A new case: nothing kept from the last one, and its timed calls on the CPU the judge
+        keeps for them, else on the fastest this worker may use."""
         if case == self._case:
             return
         self._case = case
         self._warm_input = None
+        # A rank's calls run beside its case's other ranks, which would share the one kept CPU.
+        if self._kept_cpu is not None and self.before_timed_call is None:
+            try:
+                os.sched_setaffinity(0, {self._kept_cpu})
+                self._timing_cpu = self._kept_cpu
+                return
+            except OSError:  # outside this process's cgroup: choose as where none is kept
+                self._kept_cpu = None
         if self._cpus:
             self._timing_cpu, _ = cpu_choice.choose_and_pin(self._cpus)
 
     def leave_timing_cpu(self) -> None:
         """Back on every CPU the worker may use; the next timed call starts a case again."""
-        if self._timing_cpu is not None:
+        if self._timing_cpu is not None and self._cpus:
             os.sched_setaffinity(0, self._cpus)
             self._timing_cpu = None
         self._case = ""
