@@ -207,3 +207,22 @@ def test_on_a_gpu_every_timed_case_runs_on_the_judges_timing_core(tmp_path, monk
     assert core is not None and os.sched_getaffinity(0) == before
     timed = [case for r in records for case in r["cases"] if case.get("time_us")]
     assert timed and all(case["cpus"] == [core.cpu] for case in timed), timed
+
+
+@pytest.mark.gpu
+@needs_gpu_and_cpus
+def test_on_a_gpu_a_gpus_judge_process_times_every_case_on_the_core_it_was_given(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(timing_core.VARIABLE, raising=False)
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    judges = GpuJudges("addone", "benchmark", root, [[0]], 4.0)
+    try:
+        (core,) = judges.timing_cores
+        assert core is not None
+        records = list(judges.judge([Candidate(f"{n}.py", GOOD) for n in range(2)]))
+    finally:
+        judges.close()
+    timed = [case for r in records for case in r["cases"] if case.get("time_us")]
+    assert timed and all(case["cpus"] == [core.cpu] for case in timed), timed

@@ -22,6 +22,9 @@ Variants:
 - `no_timing_core`: the judge keeps no CPU core for timed calls (KERNELBOARD_TIMING_CORE=0):
   each case's timed calls go to the CPU its probe chose, beside whatever else runs there
   (judge/timing_core.py).
+- `repeat`: each candidate's case timed a second time in the same worker right after the
+  first: if the two medians agree far better than the copies' medians do, a case's time is
+  set by its worker process; if they differ as much, by the moment.
 
 Each variant reports how far the copies' case medians spread (the same code: any spread is the
 timing's) and where the reference's median lies among them.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -45,7 +49,14 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = ("default", "in_flight_3", "spares_running", "spares_running_cold", "no_timing_core")
+VARIANTS = (
+    "default",
+    "in_flight_3",
+    "spares_running",
+    "spares_running_cold",
+    "no_timing_core",
+    "repeat",
+)
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
 CALL_PARTS = ("pre_us", "wall_us", "call_us", "device_us", "post_us")
@@ -115,6 +126,11 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         started = time.perf_counter()
         calls.clear()
         m = original_measure(self, case, plan, timeout_s, label, *args, **kwargs)
+        repeat = None
+        if variant == "repeat" and not in_reference[0] and m.samples_us:
+            repeat = list(
+                original_measure(self, case, plan, timeout_s, label, *args, **kwargs).samples_us
+            )
         # The judge's time between one call's return and the next's start: the idle gap the
         # worker's wake spin (worker/timing.py, WAKE_AFTER_IDLE_S) answers to, in part.
         for before, after in itertools.pairwise(calls):
@@ -137,6 +153,7 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
                 "parts_s": {k: round(v, 4) for k, v in m.wall_s.items()},
                 "warm_calls": m.warm_calls,
                 "per_call": list(calls),
+                **({"repeat_samples_us": [round(x, 2) for x in repeat]} if repeat else {}),
             }
         )
         return m
@@ -217,6 +234,18 @@ def summary(result: dict) -> str:
         if medians
         else ""
     )
+    pairs = [
+        math.log(statistics.median(c["samples_us"]) / statistics.median(c["repeat_samples_us"]))
+        for c in candidates
+        if c.get("repeat_samples_us")
+    ]
+    if pairs:
+        logs = [math.log(m) for m in medians]
+        spread_line += (
+            f"\n  timed again in the same worker: |ln(first/second)| median "
+            f"{statistics.median(abs(p) for p in pairs):.3f}, sd {statistics.pstdev(pairs):.3f} "
+            f"over {len(pairs)}; the copies' ln medians sd {statistics.pstdev(logs):.3f}"
+        )
     return (
         f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  "
         f"judge CPU {result.get('judge_cpu_s', 0.0):6.1f} s  passed {result['passed']}  "
