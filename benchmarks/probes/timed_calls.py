@@ -25,6 +25,10 @@ Variants:
 - `repeat`: each candidate's case timed a second time in the same worker right after the
   first: if the two medians agree far better than the copies' medians do, a case's time is
   set by its worker process; if they differ as much, by the moment.
+- `hugepages`: the workers' heaps on transparent huge pages (glibc's malloc asked for them,
+  `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
+  `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
+  landed in the physically indexed caches, 2 MiB pages take that away.
 
 Each variant reports how far the copies' case medians spread (the same code: any spread is the
 timing's) and where the reference's median lies among them.
@@ -56,6 +60,7 @@ VARIANTS = (
     "spares_running_cold",
     "no_timing_core",
     "repeat",
+    "hugepages",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
@@ -90,6 +95,17 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     cases: list[dict] = []
     original_measure = measure.CaseTimer.measure
 
+    if variant == "hugepages":
+        from pytest_kernelboard.supervisor import launch as launch_module
+
+        plain_environment = launch_module.worker_environment
+
+        def huge_page_environment(*args, **kwargs):
+            env = plain_environment(*args, **kwargs)
+            env.update(GLIBC_TUNABLES="glibc.malloc.hugetlb=1", PYTHONMALLOC="malloc")
+            return env
+
+        launch_module.worker_environment = huge_page_environment
     if variant == "no_timing_core":
         os.environ["KERNELBOARD_TIMING_CORE"] = "0"
     if variant.startswith("spares_running"):
