@@ -47,7 +47,6 @@ def probes_by_cpu(monkeypatch, speeds: dict[int, float]) -> None:
     monkeypatch.setattr(timing_core.os, "sched_setaffinity", fake_setaffinity)
     monkeypatch.setattr(timing_core.os, "sched_getaffinity", lambda pid: home)
     monkeypatch.setattr(timing_core, "probe_us", lambda reps: speeds[where["cpu"]])
-    monkeypatch.setenv(timing_core.WAKE_VARIABLE, "0")  # its choice is tested on its own
 
 
 def test_a_kernel_cpu_list_reads_as_its_cpus():
@@ -114,7 +113,6 @@ def test_a_judge_here_keeps_off_its_timing_core_and_gets_every_cpu_back(monkeypa
     before = frozenset(os.sched_getaffinity(0))
     with timing_core.kept_here() as kept:
         assert kept is not None and kept.cpu in before
-        assert kept.wake_cpu in before - kept.core  # spins on one of the judge's own CPUs
         during = set(thread_affinities(os.getpid()))
     assert during == {before - kept.core}  # every thread of this process
     assert set(thread_affinities(os.getpid())) == {before}
@@ -170,7 +168,6 @@ def test_a_gpus_judge_and_all_it_starts_keep_off_its_timing_core(tmp_path, monke
         (judge,) = judges.processes
         command = Path(f"/proc/{judge.pid}/cmdline").read_bytes().split(b"\0")
         assert command[command.index(b"--timing-cpu") + 1] == str(core.cpu).encode()
-        assert command[command.index(b"--wake-cpu") + 1] == str(core.wake_cpu).encode()
         batch = [Candidate(f"{n}.py", GOOD) for n in range(3)]
         assert [r["status"] for r in judges.judge(batch)] == ["passed"] * 3
         others = frozenset(os.sched_getaffinity(0)) - core.core
@@ -229,33 +226,3 @@ def test_on_a_gpu_a_gpus_judge_process_times_every_case_on_the_core_it_was_given
         judges.close()
     timed = [case for r in records for case in r["cases"] if case.get("time_us")]
     assert timed and all(case["cpus"] == [core.cpu] for case in timed), timed
-
-
-def test_the_wake_cpu_is_the_one_whose_spinning_made_the_timing_cpu_fastest(monkeypatch):
-    monkeypatch.delenv(timing_core.WAKE_VARIABLE, raising=False)
-    timing_cpu = min(os.sched_getaffinity(0))
-    speeds = {4: 9.0, 5: 17.0, 6: 8.5, 7: 16.0}  # 5 and 7 share its core, say; 6 wakes it best
-    spinners = []
-
-    class FakeWake:
-        def __init__(self, cpu):
-            self.cpu, self.closed = cpu, False
-            spinners.append(self)
-
-        def move(self, cpu):
-            self.cpu = cpu
-
-        @contextmanager
-        def awake(self):
-            yield
-
-        def close(self):
-            self.closed = True
-
-    monkeypatch.setattr(timing_core, "CpuWake", FakeWake)
-    monkeypatch.setattr(timing_core, "probe_us", lambda reps: speeds[spinners[0].cpu])
-    before = os.sched_getaffinity(0)
-    assert timing_core.choose_wake_cpu(timing_cpu, frozenset(speeds)) == 6
-    assert spinners[0].closed and os.sched_getaffinity(0) == before
-    monkeypatch.setenv(timing_core.WAKE_VARIABLE, "0")
-    assert timing_core.choose_wake_cpu(timing_cpu, frozenset(speeds)) is None

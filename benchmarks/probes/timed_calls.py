@@ -29,8 +29,6 @@ Variants:
   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
   `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
   landed in the physically indexed caches, 2 MiB pages take that away.
-- `no_cpu_wake`: no CPU kept spinning while a case is timed (KERNELBOARD_CPU_WAKE=0,
-  supervisor/cpu_wake.py): the host's other CPUs as idle as the pauses leave them.
 
 Each variant reports how far the copies' case medians spread (the same code: any spread is the
 timing's) and where the reference's median lies among them.
@@ -63,7 +61,6 @@ VARIANTS = (
     "no_timing_core",
     "repeat",
     "hugepages",
-    "no_cpu_wake",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
@@ -109,8 +106,6 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
             return env
 
         launch_module.worker_environment = huge_page_environment
-    if variant == "no_cpu_wake":
-        os.environ["KERNELBOARD_CPU_WAKE"] = "0"
     if variant == "no_timing_core":
         os.environ["KERNELBOARD_TIMING_CORE"] = "0"
     if variant.startswith("spares_running"):

@@ -2,10 +2,10 @@
 and one timing of the reference that every judge shares.
 
 Each process is `python -m pytest_kernelboard.batch.gpu_judge LEADERBOARD MODE ROOT EXCESSIVE
---share K/N [--in-flight F] [--timing-cpu C [--wake-cpu W]] [--profile]`, pinned to its GPU with
+--share K/N [--in-flight F] [--timing-cpu C] [--profile]`, pinned to its GPU with
 CUDA_VISIBLE_DEVICES before torch starts and, with everything it starts, to its own share of the
-host's CPUs (judge/cpu_sets.py), less one core kept for its timed calls alone, CPU C, with CPU W spinning while
-a case is timed (judge/timing_core.py, supervisor/cpu_wake.py). Both
+host's CPUs (judge/cpu_sets.py), less one core kept for its timed calls alone, CPU C
+(judge/timing_core.py). Both
 ways, a line is one JSON object whose "type" says what it is:
 
     parent -> judge   candidate         {"candidate": {id, source, lang}}
@@ -94,12 +94,8 @@ def judge_on_gpus(
 
 
 def timing_cpu_argument(core: TimingCore | None) -> list[str]:
-    """A judge process's arguments naming the CPU kept for its timed calls, if one is, and
-    the CPU kept spinning beside them."""
-    if core is None:
-        return []
-    wake = [] if core.wake_cpu is None else ["--wake-cpu", str(core.wake_cpu)]
-    return ["--timing-cpu", str(core.cpu), *wake]
+    """A judge process's arguments naming the CPU kept for its timed calls, if one is."""
+    return [] if core is None else ["--timing-cpu", str(core.cpu)]
 
 
 class GpuJudges:

@@ -37,7 +37,7 @@ def _route(lines: IO[str], candidates: Queue[Candidate | None], share: Reference
 def main(argv: list[str]) -> int:
     """One GPU's judge: candidates in on stdin, records out on stdout, as each is done.
     argv: LEADERBOARD MODE ROOT EXCESSIVE --share K/N [--candidate-workers W]
-    [--reference-workers R] [--in-flight F] [--timing-cpu C] [--wake-cpu W] [--profile]"""
+    [--reference-workers R] [--in-flight F] [--timing-cpu C] [--profile]"""
     leaderboard, mode, root, excessive = argv[:4]
     judge_index, judges = (int(n) for n in argv[argv.index("--share") + 1].split("/"))
 
@@ -49,7 +49,6 @@ def main(argv: list[str]) -> int:
     in_flight = count("--in-flight", IN_FLIGHT)  # the parent sends no more than these at once
     # The CPU kept for this judge's timed calls, outside the set it was pinned to (fanout.py).
     timing_cpu = count("--timing-cpu", -1)
-    wake_cpu = count("--wake-cpu", -1)  # kept spinning while a case is timed (cpu_wake.py)
     # The messages keep stdout to themselves: whatever else writes to it (Python, a library's
     # C code, a worker started from here) writes to stderr.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -76,7 +75,6 @@ def main(argv: list[str]) -> int:
         candidate_workers=workers,
         prefetch=in_flight - 1,
         timing_cpu=None if timing_cpu < 0 else timing_cpu,
-        wake_cpu=None if wake_cpu < 0 else wake_cpu,
     )
 
     def incoming() -> Iterator[Candidate]:

@@ -54,7 +54,6 @@ from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
-from ..supervisor.cpu_wake import CpuWake
 from ..supervisor.pausing import paused
 from .candidates import Candidate
 from .depth import IN_FLIGHT, PREFETCH
@@ -147,7 +146,6 @@ def judge_many(
                 reference_workers=reference_workers,
                 prefetch=in_flight - 1 if in_flight else PREFETCH,
                 timing_cpu=kept.cpu if kept else None,
-                wake_cpu=kept.wake_cpu if kept else None,
             )
             try:
                 yield from judge.judge(candidates)
@@ -217,12 +215,10 @@ class BatchJudge:
         reference_workers: int = REFERENCE_WORKERS,
         prefetch: int = PREFETCH,
         timing_cpu: int | None = None,
-        wake_cpu: int | None = None,
     ):
         """prefetch: candidates prepared ahead of the one being judged (batch/depth.py).
         timing_cpu: the CPU kept for this judge's timed calls (judge/timing_core.py), which
-        nothing else of this process's runs on; None: each case's fastest CPU. wake_cpu: a
-        CPU kept spinning while a case is timed (supervisor/cpu_wake.py); None: none.
+        nothing else of this process's runs on; None: each case's fastest CPU.
         reference_share: this judge is one of several GPUs' (fanout.py); it times its share
         of the reference's workers (of the share's total, which then stands for
         reference_workers) and takes the combined timing from the parent."""
@@ -271,8 +267,6 @@ class BatchJudge:
         # CUDA takes no census and ignores it.
         self.session.pool.warm_timing = mode == "benchmark"
         self.session.pool.timing_cpu = timing_cpu
-        if wake_cpu is not None:
-            self.session.pool.wake = CpuWake(wake_cpu)
         if not is_evalpy_task(task):  # an eval.py folder's reference.py is its own business
             # The zygote and the first workers start now: their torch import overlaps the
             # judge's own (the leaderboard's modules import it) instead of following it.

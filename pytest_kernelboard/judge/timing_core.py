@@ -20,30 +20,22 @@ The pytest plugin keeps no core: its xdist workers already spread over the CPUs,
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..channel.cpu_probe import probe_us
-from ..supervisor.cpu_wake import CpuWake
 from .cpu_sets import MIN_CPUS_PER_JUDGE, allowed_cpus, pin_process, split_cpus
 
 # Set to 0 to keep no core: each case's timed calls go to the CPU its probe chose then.
 VARIABLE = "KERNELBOARD_TIMING_CORE"
-# Set to 0 to keep no CPU spinning beside the timed calls (supervisor/cpu_wake.py).
-WAKE_VARIABLE = "KERNELBOARD_CPU_WAKE"
 SYS_CPUS = Path("/sys/devices/system/cpu")
 # Each core's probe: this many repetitions a round (about 20 µs each), in ROUNDS rounds taken
 # across the cores in turn, so that a moment's load on one CPU does not decide; the best
 # round's median counts. A 32-core host is probed in about 70 ms.
 PROBE_REPS = 50
 ROUNDS = 2
-# Each candidate wake CPU: the timing CPU's probe, this many repetitions, after the spinner has
-# run for WAKE_SETTLE_S (about 4 ms a candidate and round).
-WAKE_PROBE_REPS = 100
-WAKE_SETTLE_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -53,8 +45,6 @@ class TimingCore:
 
     cpu: int
     core: frozenset[int]
-    # Where a process spins while a case is timed (supervisor/cpu_wake.py); None: nowhere.
-    wake_cpu: int | None = None
 
 
 def enabled(environ: Mapping[str, str] = os.environ) -> bool:
@@ -128,50 +118,14 @@ def choose_cores(cpus: frozenset[int], judges: int, sys_cpus: Path = SYS_CPUS) -
     return [TimingCore(min(core), core) for core in fastest]
 
 
-def choose_wake_cpu(timing_cpu: int, cpus: frozenset[int]) -> int | None:
-    """The CPU of `cpus` whose spinning made `timing_cpu` run the probe fastest (the best of
-    ROUNDS rounds); None where it is turned off or there is none to choose. A CPU sharing the
-    timing CPU's physical core (which a virtual machine need not show) slows it instead."""
-    if os.environ.get(WAKE_VARIABLE) == "0" or not cpus:
-        return None
-    spinner = CpuWake(min(cpus))
-    home = os.sched_getaffinity(0)
-    best = {cpu: float("inf") for cpu in cpus}
-    try:
-        os.sched_setaffinity(0, {timing_cpu})
-        for _ in range(ROUNDS):
-            for cpu in sorted(cpus):
-                try:
-                    spinner.move(cpu)
-                except OSError:  # taken away since
-                    continue
-                with spinner.awake():
-                    time.sleep(WAKE_SETTLE_S)
-                    best[cpu] = min(best[cpu], probe_us(WAKE_PROBE_REPS))
-    finally:
-        os.sched_setaffinity(0, home)
-        spinner.close()
-    measured = {cpu: us for cpu, us in best.items() if us < float("inf")}
-    return min(measured, key=lambda cpu: (measured[cpu], cpu)) if measured else None
-
-
-def with_wake(core: TimingCore, cpus: frozenset[int]) -> TimingCore:
-    """`core` with its wake CPU chosen among `cpus` (the judge's own)."""
-    return replace(core, wake_cpu=choose_wake_cpu(core.cpu, cpus))
-
-
 def judge_cpus(
     cpus: frozenset[int], judges: int, sys_cpus: Path = SYS_CPUS
 ) -> tuple[list[TimingCore | None], list[frozenset[int]]]:
     """Each judge's timing core (None where none is kept) and the CPUs it and everything it
-    starts run on: `cpus` less the kept cores, split between the judges (cpu_sets.py); each
-    core's wake CPU lies in its judge's share."""
+    starts run on: `cpus` less the kept cores, split between the judges (cpu_sets.py)."""
     cores = choose_cores(cpus, judges, sys_cpus)
     kept = frozenset().union(*(core.core for core in cores))
-    shares = split_cpus(cpus - kept, judges)
-    if not cores:
-        return [None] * judges, shares
-    return [with_wake(core, share) for core, share in zip(cores, shares, strict=True)], shares
+    return (cores or [None] * judges), split_cpus(cpus - kept, judges)
 
 
 @contextmanager
@@ -183,9 +137,8 @@ def kept_here() -> Iterator[TimingCore | None]:
     if not cores:
         yield None
         return
-    core = with_wake(cores[0], cpus - cores[0].core)
-    pin_process(os.getpid(), cpus - core.core)
+    pin_process(os.getpid(), cpus - cores[0].core)
     try:
-        yield core
+        yield cores[0]
     finally:
         pin_process(os.getpid(), cpus)

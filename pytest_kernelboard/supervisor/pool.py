@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from .client import WorkerProcess
-from .cpu_wake import CpuWake
 from .launch import Launcher
 from .pausing import paused, resume
 
@@ -27,7 +26,7 @@ class WorkerPool:
     its CUDA context and sets up cuBLAS on the device the case is timed on, and a 2.7 ms GEMM
     timed meanwhile read 14 - 60% slow in bursts of two to four calls on an H100
     (benchmarks/probes/timed_calls.py). Its spares are paused, none is started, and a worker
-    is taken only by the thread that times; its wake CPU spins (cpu_wake.py), where it has one.
+    is taken only by the thread that times.
     """
 
     def __init__(self, launcher: Launcher | None = None, spares: int = 1) -> None:
@@ -40,8 +39,6 @@ class WorkerPool:
         self.warm_timing = False
         # The CPU the judge keeps for timed calls (judge/timing_core.py); None: none kept.
         self.timing_cpu: int | None = None
-        # A CPU kept busy while a case is timed (cpu_wake.py); None: none.
-        self.wake: CpuWake | None = None
         self._spare: list[WorkerProcess] = []
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)  # notified when the pool stops being quiet
@@ -105,9 +102,8 @@ class WorkerPool:
             self._quiet_depth += 1
             outermost = self._quiet_depth == 1
             spares = [w.process.pid for w in self._spare] if outermost else []
-        awake = self.wake.awake() if outermost and self.wake is not None else nullcontext()
         try:
-            with paused(spares), awake:
+            with paused(spares):
                 yield
         finally:
             with self._lock:
@@ -127,8 +123,5 @@ class WorkerPool:
             spares, self._spare = self._spare, []
         for worker in spares:
             worker.close(timeout_s=1.0)  # also removes its folders
-        if self.wake is not None:
-            self.wake.close()
-            self.wake = None
         # Workers taken from the pool die with the spawning thread: only once they are closed.
         self._spawner.shutdown(wait=False)
