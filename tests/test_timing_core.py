@@ -49,6 +49,13 @@ def probes_by_cpu(monkeypatch, speeds: dict[int, float]) -> None:
     monkeypatch.setattr(timing_core, "probe_us", lambda reps: speeds[where["cpu"]])
 
 
+def addone_repo(tmp_path: Path) -> Path:
+    """A repository holding the small `addone` leaderboard."""
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    return root
+
+
 def test_a_kernel_cpu_list_reads_as_its_cpus():
     assert timing_core.parse_cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
     assert timing_core.parse_cpu_list("5") == {5}
@@ -159,8 +166,7 @@ def test_a_worker_times_every_case_on_the_kept_cpu_outside_its_own_set():
 def test_a_gpus_judge_and_all_it_starts_keep_off_its_timing_core(tmp_path, monkeypatch):
     monkeypatch.setattr(timing_core, "MIN_CPUS_PER_JUDGE", 1)
     monkeypatch.delenv(timing_core.VARIABLE, raising=False)
-    root = tmp_path / "repo"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    root = addone_repo(tmp_path)
     judges = GpuJudges("addone", "test", root, [[0]], 4.0)
     try:
         (core,) = judges.timing_cores
@@ -198,8 +204,7 @@ def test_on_a_gpu_every_timed_case_runs_on_the_judges_timing_core(tmp_path, monk
             yield core
 
     monkeypatch.setattr(timing_core, "kept_here", recorded)
-    root = tmp_path / "repo"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    root = addone_repo(tmp_path)
     batch = [Candidate(f"{n}.py", GOOD) for n in range(2)]
     before = frozenset(os.sched_getaffinity(0))
     records = list(judge_many("addone", batch, mode="benchmark", root=root, gpus=[0]))
@@ -215,8 +220,7 @@ def test_on_a_gpu_a_gpus_judge_process_times_every_case_on_the_core_it_was_given
     tmp_path, monkeypatch
 ):
     monkeypatch.delenv(timing_core.VARIABLE, raising=False)
-    root = tmp_path / "repo"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    root = addone_repo(tmp_path)
     judges = GpuJudges("addone", "benchmark", root, [[0]], 4.0)
     try:
         (core,) = judges.timing_cores
