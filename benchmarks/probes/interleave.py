@@ -1,6 +1,6 @@
 """Would timing a host-bound candidate interleaved with the reference tie the same code?
 
-    python benchmarks/probes/interleave.py [--pairs 12] [--calls 50] [--rounds 10] [--gap-s 1]
+    python benchmarks/probes/interleave.py [--pairs 12] [--calls 50] [--turns 25,5,1] [--gap-s 1]
 
 No GPU needed. A host's CPUs change speed from one second to the next (cpu_modes.py), and a
 batch times the reference once, at its start, and each candidate later, in one episode each:
@@ -10,8 +10,10 @@ GPU call's), both on one CPU, two ways:
 
 - `episodes`: process A times `--calls` calls, then, `--gap-s` later, process B does: the
   ratio of their medians, as a batch compares a candidate with its reference.
-- `interleaved`: A and B take turns, `--calls / --rounds` calls each, `--rounds` times; the
-  ratio of A's median to B's over the same seconds.
+- `back_to_back`: the same with no gap, B right after A (a reference timed again right after
+  each candidate).
+- `turns_N`: A and B take turns, N calls each, until each has made `--calls`; the ratio of A's
+  median to B's over the same seconds (N from `--turns`, default 25, 5 and 1).
 
 The same code's ratio should read 1: the spread of ln(ratio) over the pairs says how far each
 design's verdict on identical code moves.
@@ -80,37 +82,43 @@ class Timed:
         os.waitpid(self.pid, 0)
 
 
-def one_pair(cpu: int, calls: int, rounds: int, gap_s: float) -> dict[str, float]:
+def log_ratio(a_times: list[float], b_times: list[float]) -> float:
+    return math.log(statistics.median(a_times) / statistics.median(b_times))
+
+
+def one_pair(cpu: int, calls: int, turns: list[int], gap_s: float) -> dict[str, float]:
     first, second = Timed(cpu), Timed(cpu)
+    found = {}
     try:
-        a = statistics.median(first.time(calls))
+        a_times = first.time(calls)
         time.sleep(gap_s)
-        b = statistics.median(second.time(calls))
-        a_times, b_times = [], []
-        for _ in range(rounds):
-            a_times += first.time(calls // rounds)
-            b_times += second.time(calls // rounds)
+        found["episodes"] = log_ratio(a_times, second.time(calls))
+        found["back_to_back"] = log_ratio(first.time(calls), second.time(calls))
+        for size in turns:
+            a_times, b_times = [], []
+            while len(a_times) < calls:
+                a_times += first.time(size)
+                b_times += second.time(size)
+            found[f"turns_{size}"] = log_ratio(a_times, b_times)
     finally:  # the second was forked holding the first's pipes: it goes first
         second.close()
         first.close()
-    return {
-        "episodes": math.log(a / b),
-        "interleaved": math.log(statistics.median(a_times) / statistics.median(b_times)),
-    }
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=12)
     parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--turns", default="25,5,1", help="calls a turn, for each design")
     parser.add_argument("--gap-s", type=float, default=1.0)
     parser.add_argument("--cpu", type=int, default=None)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     cpu = max(os.sched_getaffinity(0)) if args.cpu is None else args.cpu
-    pairs = [one_pair(cpu, args.calls, args.rounds, args.gap_s) for _ in range(args.pairs)]
-    for design in ("episodes", "interleaved"):
+    turns = [int(n) for n in args.turns.split(",")]
+    pairs = [one_pair(cpu, args.calls, turns, args.gap_s) for _ in range(args.pairs)]
+    for design in pairs[0]:
         logs = [pair[design] for pair in pairs]
         ratios = " ".join(f"{math.exp(v):.2f}" for v in logs)
         print(
