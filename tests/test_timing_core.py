@@ -17,6 +17,7 @@ from test_cpu_sets import GOOD, descendants, thread_affinities
 
 from pytest_kernelboard.batch import Candidate, judge_many
 from pytest_kernelboard.batch.fanout import GpuJudges
+from pytest_kernelboard.channel.cage import PIN_VARIABLE
 from pytest_kernelboard.judge import devices, timing_core
 from pytest_kernelboard.judge.timing_core import TimingCore
 
@@ -97,7 +98,7 @@ def test_no_core_is_kept_where_it_would_leave_a_judge_too_few_cpus(monkeypatch, 
 def test_no_core_is_kept_where_it_is_turned_off(monkeypatch, tmp_path):
     sys_cpus = fake_topology(tmp_path, {n: str(n) for n in range(8)})
     probes_by_cpu(monkeypatch, {n: 10.0 for n in range(8)})
-    for variable in (timing_core.VARIABLE, "KERNELBOARD_PIN_CPU"):
+    for variable in (timing_core.VARIABLE, PIN_VARIABLE):
         monkeypatch.setenv(variable, "0")
         assert timing_core.choose_cores(frozenset(range(8)), 1, sys_cpus) == []
         monkeypatch.delenv(variable)

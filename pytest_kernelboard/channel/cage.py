@@ -18,6 +18,9 @@ WARM_TIMING_VARIABLE = "KERNELBOARD_WARM_TIMING"
 # Set by a batch judge that keeps a CPU core for timed calls (judge/timing_core.py): the CPU
 # every timed case of the worker runs on (worker/timing.py).
 TIMING_CPU_VARIABLE = "KERNELBOARD_TIMING_CPU"
+# Set to 0 (by whoever starts the judge) to leave timed calls on whichever CPU the scheduler
+# gives them: no CPU chosen per case (worker/cpu_choice.py), no core kept (judge/timing_core.py).
+PIN_VARIABLE = "KERNELBOARD_PIN_CPU"
 
 
 def gpu_devices(minors: Iterable[int] | None = None, dev: Path = Path("/dev")) -> list[str]:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..channel.cage import PIN_VARIABLE
 from ..channel.cpu_probe import probe_us
 from .cpu_sets import MIN_CPUS_PER_JUDGE, allowed_cpus, pin_process, split_cpus
 
@@ -49,8 +50,8 @@ class TimingCore:
 
 def enabled(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether judges keep a timing core: not where it is turned off, nor where timed calls are
-    left to the scheduler's CPU (KERNELBOARD_PIN_CPU=0, worker/timing.py)."""
-    return environ.get(VARIABLE) != "0" and environ.get("KERNELBOARD_PIN_CPU") != "0"
+    left to the scheduler's CPU (KERNELBOARD_PIN_CPU=0, channel/cage.py)."""
+    return environ.get(VARIABLE) != "0" and environ.get(PIN_VARIABLE) != "0"
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_kernelboard.channel import fences
-from pytest_kernelboard.channel.cage import TIMING_CPU_VARIABLE
+from pytest_kernelboard.channel.cage import PIN_VARIABLE, TIMING_CPU_VARIABLE
 from pytest_kernelboard.channel.cloning import clone_data
 from pytest_kernelboard.stats.floors import aliased_bytes
 from pytest_kernelboard.stats.preroll import proposed_preroll_us
@@ -36,8 +36,6 @@ _clock = time.perf_counter
 # steps, 1 ms spun 2 ms before 42% of them, a fifth of the case's time, for nothing.
 WAKE_US = 2000.0
 WAKE_AFTER_IDLE_S = 0.002
-# Set to 0 to leave timed calls on whichever CPU the scheduler gives them (worker/cpu_choice.py).
-PIN_VARIABLE = "KERNELBOARD_PIN_CPU"
 
 
 class StreamTracker:
