@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -55,6 +56,24 @@ def addone_repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
     return root
+
+
+@contextmanager
+def one_gpus_judge(root: Path, mode: str) -> Iterator[tuple[GpuJudges, TimingCore]]:
+    """A GPU's judge process for `addone` on GPU 0, and the timing core it was given."""
+    judges = GpuJudges("addone", mode, root, [[0]], 4.0)
+    try:
+        (core,) = judges.timing_cores
+        assert core is not None
+        yield judges, core
+    finally:
+        judges.close()
+
+
+def assert_timed_on(records: list[dict], cpu: int) -> None:
+    """Every timed case of the records ran its calls on `cpu` alone."""
+    timed = [case for r in records for case in r["cases"] if case.get("time_us")]
+    assert timed and all(case["cpus"] == [cpu] for case in timed), timed
 
 
 def test_a_kernel_cpu_list_reads_as_its_cpus():
@@ -167,11 +186,7 @@ def test_a_worker_times_every_case_on_the_kept_cpu_outside_its_own_set():
 def test_a_gpus_judge_and_all_it_starts_keep_off_its_timing_core(tmp_path, monkeypatch):
     monkeypatch.setattr(timing_core, "MIN_CPUS_PER_JUDGE", 1)
     monkeypatch.delenv(timing_core.VARIABLE, raising=False)
-    root = addone_repo(tmp_path)
-    judges = GpuJudges("addone", "test", root, [[0]], 4.0)
-    try:
-        (core,) = judges.timing_cores
-        assert core is not None
+    with one_gpus_judge(addone_repo(tmp_path), "test") as (judges, core):
         (judge,) = judges.processes
         command = Path(f"/proc/{judge.pid}/cmdline").read_bytes().split(b"\0")
         assert command[command.index(b"--timing-cpu") + 1] == str(core.cpu).encode()
@@ -181,8 +196,6 @@ def test_a_gpus_judge_and_all_it_starts_keep_off_its_timing_core(tmp_path, monke
         assert set(thread_affinities(judge.pid)) == {others}
         living = [seen for pid in descendants(judge.pid) if (seen := thread_affinities(pid))]
         assert living and all(set(seen) == {others} for seen in living)
-    finally:
-        judges.close()
 
 
 needs_gpu_and_cpus = pytest.mark.skipif(
@@ -211,8 +224,7 @@ def test_on_a_gpu_every_timed_case_runs_on_the_judges_timing_core(tmp_path, monk
     records = list(judge_many("addone", batch, mode="benchmark", root=root, gpus=[0]))
     (core,) = kept
     assert core is not None and os.sched_getaffinity(0) == before
-    timed = [case for r in records for case in r["cases"] if case.get("time_us")]
-    assert timed and all(case["cpus"] == [core.cpu] for case in timed), timed
+    assert_timed_on(records, core.cpu)
 
 
 @pytest.mark.gpu
@@ -221,13 +233,6 @@ def test_on_a_gpu_a_gpus_judge_process_times_every_case_on_the_core_it_was_given
     tmp_path, monkeypatch
 ):
     monkeypatch.delenv(timing_core.VARIABLE, raising=False)
-    root = addone_repo(tmp_path)
-    judges = GpuJudges("addone", "benchmark", root, [[0]], 4.0)
-    try:
-        (core,) = judges.timing_cores
-        assert core is not None
+    with one_gpus_judge(addone_repo(tmp_path), "benchmark") as (judges, core):
         records = list(judges.judge([Candidate(f"{n}.py", GOOD) for n in range(2)]))
-    finally:
-        judges.close()
-    timed = [case for r in records for case in r["cases"] if case.get("time_us")]
-    assert timed and all(case["cpus"] == [core.cpu] for case in timed), timed
+    assert_timed_on(records, core.cpu)
