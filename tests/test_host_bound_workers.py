@@ -37,7 +37,9 @@ class WorkersReading:
         self.closed = 0
         self.timed = 0
 
-    def benchmark_case(self, case, timeout_s, plan, progress=None, reference=None, checked=None):
+    def benchmark_case(
+        self, case, timeout_s, plan, progress=None, reference=None, checked=None, timer=None
+    ):
         read = self.timings[self.timed]
         self.timed += 1
         if isinstance(read, CaseOutcome):

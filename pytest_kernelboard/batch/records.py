@@ -114,6 +114,10 @@ class CaseFeedback(Record):
     # The CPUs its timed calls ran on: the judge's timing core where it keeps one
     # (judge/timing_core.py); absent on a CPU, where the scheduler places them.
     cpus: tuple[int, ...] | Absent = ABSENT
+    # Where the case was timed in turns with a worker of the reference's (its reference's
+    # timing host-bound, evaluation/paired.py): each turn pair's ratio, reference over
+    # candidate; speedup and speedup_ci95 are those turns', reference_us their reference time.
+    turn_ratios: tuple[float, ...] | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     # A passed timed case without a speedup: why the reference could not be timed on it.
@@ -182,6 +186,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
         cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
+        turn_ratios=tuple(((timing or {}).get("turns") or {}).get("ratios") or ()) or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
         reference_error=outcome.details.get("reference_error") or ABSENT,

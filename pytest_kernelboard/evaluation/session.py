@@ -33,6 +33,7 @@ from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..supervisor.failures import WorkerFailure
 from ..supervisor.pool import WorkerPool
 from .limits import Limits
+from .paired import CALLS, default_pairs
 from .progress import Progress
 
 DEFAULT_PRECISION = 0.005
@@ -63,6 +64,9 @@ class JudgingSession:
         measure_reference: Callable[[TaskSpec, Case], dict[str, Any] | None] | None = None,
         pool: WorkerPool | None = None,
         stop_at_first_crash: bool = False,
+        paired_turns: int | None = None,
+        calls_per_turn: int = CALLS,
+        pair_every_case: bool = False,
     ):
         """reference_workers: how many fresh workers time the reference on a case, the one with
         the median time kept (_measure_reference). host_bound_reference_workers: how many in all
@@ -76,7 +80,11 @@ class JudgingSession:
         on several GPUs share one). pool: where workers come from (a batch's keeps an account
         of their start). stop_at_first_crash: a submission whose worker died on a case gets
         no fresh worker for its later cases (not run, saying which case crashed), as a batch
-        judges (pytest judges each case whatever the others did)."""
+        judges (pytest judges each case whatever the others did). paired_turns: a timed case
+        whose reference timing is host-bound is timed in this many pairs of turns of
+        `calls_per_turn` calls with a worker of the reference's, which give its speedup
+        (evaluation/paired.py; None: KERNELBOARD_PAIRED_TURNS, else PAIRS; 0: never).
+        pair_every_case: every timed case is (tests on a CPU, where no timing is host-bound)."""
         self.mode = mode
         self.root = root
         self.precision = precision
@@ -89,6 +97,9 @@ class JudgingSession:
         self.host_bound_workers = max(1, host_bound_workers)
         self.candidate_workers = max(1, candidate_workers)
         self.stop_at_first_crash = stop_at_first_crash
+        self.paired_turns = default_pairs() if paired_turns is None else paired_turns
+        self.calls_per_turn = calls_per_turn
+        self.pair_every_case = pair_every_case
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}

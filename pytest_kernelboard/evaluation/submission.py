@@ -18,9 +18,12 @@ from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.between_workers import combined_workers
+from ..stats.paired import split_interval
+from ..stats.scoring import rank_us
 from ..supervisor.client import WorkerProcess
 from ..supervisor.pool import WorkerPool
 from .messages import explain
+from .paired import PairedTiming
 
 if TYPE_CHECKING:
     from .session import JudgingSession
@@ -104,7 +107,15 @@ class SubmissionEvaluation:
 
     def _benchmark(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
         session, task = self.session, self.task
-        outcome = self._timed_once(case, checked)
+        paired = self._paired_for(case)
+        if paired is not None:
+            outcome = self._timed_once(case, checked, paired)
+            if paired.ratio is not None:
+                return self._in_turns(case, outcome, paired)
+            if paired.unpaired:
+                outcome.details["turns_unpaired"] = paired.unpaired
+        else:
+            outcome = self._timed_once(case, checked)
         workers, why = self._workers_for(outcome) if outcome.passed else (1, "")
         if workers > 1:
             outcome = self._timed_in_workers(case, outcome, workers, why)
@@ -120,8 +131,11 @@ class SubmissionEvaluation:
             outcome.details["reference_error"] = failure
         return outcome
 
-    def _timed_once(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
-        """The case checked (unless `checked`) and timed in this evaluation's worker."""
+    def _timed_once(
+        self, case: Case, checked: CaseOutcome | None = None, paired: PairedTiming | None = None
+    ) -> CaseOutcome:
+        """The case checked (unless `checked`) and timed in this evaluation's worker (in turns
+        with the reference's where `paired`)."""
         session, task = self.session, self.task
         return self.judge.benchmark_case(
             case,
@@ -130,7 +144,48 @@ class SubmissionEvaluation:
             progress=session._progress_for(task, case, reference=False),
             reference=self._reference_timing,
             checked=checked,
+            timer=paired,
         )
+
+    def _paired_for(self, case: Case) -> PairedTiming | None:
+        """The timing in turns with the reference, where the session asks for it
+        (`paired_turns`) and the reference's timing of the case is host-bound (or the session
+        pairs every case); None where the case is timed alone."""
+        session, task = self.session, self.task
+        pairs = getattr(session, "paired_turns", 0)
+        judge = self.judge
+        if not pairs or task.multi_gpu or not isinstance(judge, SubmissionJudge):
+            return None
+        found = session.references.get(task, case)
+        if found is None:
+            return None
+        if not (session.pair_every_case or between_workers.host_bound(found.summary)):
+            return None
+        return PairedTiming(
+            judge,
+            session.reference_judge(task),
+            session.timeout(task, case.kind),
+            pairs=pairs,
+            calls=session.calls_per_turn,
+        )
+
+    def _in_turns(self, case: Case, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
+        """A case timed in turns: the reference's timing is that of the same turns, each
+        timing's interval half the pair's, so the speedup's interval is the pair's."""
+        assert paired.ratio is not None and paired.reference is not None
+        if not outcome.passed:
+            return outcome
+        found = self.session.references.get(self.task, case)
+        half = paired.ratio.half_log
+        outcome.timing = split_interval(outcome.timing, half)
+        outcome.reference_timing = split_interval(paired.reference, half)
+        outcome.speedup = outcome_speedup(outcome)
+        run = dict(found.provenance) if found is not None else {}
+        run["timed_in_turns"] = True  # the reference's time is of these turns, not of that run
+        if found is not None:
+            run["run_us"] = round(rank_us(found.summary), 4)
+        outcome.details["reference_run"] = run
+        return outcome
 
     def _workers_for(self, outcome: CaseOutcome) -> tuple[int, str]:
         """How many fresh workers time a passed case in all, and why more than one: the

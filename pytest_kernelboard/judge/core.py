@@ -60,6 +60,8 @@ EARLIER_CRASH = "not run: an earlier case crashed"
 UNKNOWN = object()  # which inputs the reference writes: not learnt yet
 CHECK_PARTS = ("generate", "call", "worker", "verify", "release")  # SubmissionJudge.check_s
 PROFILER_EXIT_GRACE_S = 120.0
+# What times a case's calls: (case, plan, timeout_s, progress) -> its measurement.
+CaseTiming = Callable[[Case, TimingPlan, float, "Progress | None"], Measurement]
 
 
 class Skip(Exception):
@@ -548,12 +550,16 @@ class SubmissionJudge:
         progress: Progress | None = None,
         reference: Callable[[Case], dict[str, Any] | None] | None = None,
         checked: CaseOutcome | None = None,
+        timer: CaseTiming | None = None,
     ) -> CaseOutcome:
         """Correctness on the case's own input, then timing on fresh inputs, then the speedup.
         checked: the correctness call on the case's own input was made already (check_case on
-        this case, earlier, by this judge) and passed: only the timing is left."""
+        this case, earlier, by this judge) and passed: only the timing is left. timer: times
+        the case in place of this judge's time_case (in turns with the reference's worker,
+        evaluation/turns.py); its failures are this judge's worker's."""
         outcome = self._judged(
-            case, lambda: self._benchmark(case, timeout_s, plan, progress, reference, checked)
+            case,
+            lambda: self._benchmark(case, timeout_s, plan, progress, reference, checked, timer),
         )
         self.release_cached_memory(windows=True)
         return outcome
@@ -594,6 +600,7 @@ class SubmissionJudge:
         progress: Progress | None,
         reference: Callable[[Case], dict[str, Any] | None] | None,
         checked: CaseOutcome | None = None,
+        timer: CaseTiming | None = None,
     ) -> CaseOutcome:
         started = time.perf_counter()
         outcome = checked if checked is not None else self._check_case(case, timeout_s)
@@ -607,7 +614,8 @@ class SubmissionJudge:
                 f"{timeout_s:g} s, before any call was timed",
                 timed_out_after_s=timeout_s,
             )
-        outcome = self._timed_outcome(self.time_case(case, plan, timeout_s - checked_s, progress))
+        time_case = timer or self.time_case
+        outcome = self._timed_outcome(time_case(case, plan, timeout_s - checked_s, progress))
         # The reference is timed next, in a worker of its own: this one's windows and the
         # judge's cache must not hold a copy of the inputs meanwhile.
         self.release_cached_memory(windows=True)
@@ -618,13 +626,21 @@ class SubmissionJudge:
         return outcome
 
     def time_case(
-        self, case: Case, plan: TimingPlan, timeout_s: float, progress: Progress | None = None
+        self,
+        case: Case,
+        plan: TimingPlan,
+        timeout_s: float,
+        progress: Progress | None = None,
+        first_call: int = 1,
     ) -> Measurement:
+        """The case's timed calls in this judge's worker. first_call: the index of the first
+        call's input; a turn of a case timed in turns (evaluation/turns.py) starts past 1, and
+        what it takes does not set how many inputs the next judge makes ahead."""
         worker = self.worker()
         # No spare worker starts (on the device, on the CPUs) while the calibration's and the
         # case's calls are timed (WorkerPool.quiet).
         with self.pool.quiet():
-            return self._time_case(worker, case, plan, timeout_s, progress)
+            return self._time_case(worker, case, plan, timeout_s, progress, first_call)
 
     def _time_case(
         self,
@@ -633,6 +649,7 @@ class SubmissionJudge:
         plan: TimingPlan,
         timeout_s: float,
         progress: Progress | None,
+        first_call: int = 1,
     ) -> Measurement:
         if self._calibration is None and self.use_cuda:
             calibrating = time.perf_counter()
@@ -698,12 +715,19 @@ class SubmissionJudge:
         label = f"{self.task.name} {case.kind}[{case.id}]"
         try:
             measurement = timer.measure(
-                case, plan, timeout_s, label, self._calibration, prior_call_us=self._last_call_us
+                case,
+                plan,
+                timeout_s,
+                label,
+                self._calibration,
+                prior_call_us=self._last_call_us,
+                first_call=first_call,
             )
         finally:
             self._inputs_ahead.drop(named)
-        # How many inputs the next judge of this case makes ahead: as many as these calls took.
-        self.modules.timed_calls[named] = measurement.warmup_calls + len(measurement.samples_us)
+        if first_call == 1:
+            # How many inputs the next judge of this case makes ahead: as many as these took.
+            self.modules.timed_calls[named] = measurement.warmup_calls + len(measurement.samples_us)
         measurement.details["frugal"] = bool(frugal)  # the record says how its calls were judged
         if any(scrub_waits):  # and how long its calls waited for freed memory to be scrubbed
             measurement.details["scrub_wait_ms"] = round(sum(scrub_waits) * 1e3, 3)

@@ -84,9 +84,14 @@ class Measurement:
         default_factory=lambda: {"generate": 0.0, "worker": 0.0, "verify": 0.0}
     )
     details: dict[str, Any] = field(default_factory=dict)  # e.g. per-rank times (distributed.py)
+    # The number the case ranks by where it is not the samples' median: a case timed in turns
+    # ranks by the geometric mean of its turns' medians (evaluation/paired.py).
+    rank_us: float | None = None
 
     def to_record(self) -> dict[str, Any]:
         record = summarize(self.samples_us).to_dict(clock=self.clock)
+        if self.rank_us is not None:
+            record["rank_us"] = self.rank_us
         record.update(
             samples_us=[round(s, 4) for s in self.samples_us],
             wall_us=[round(w, 4) for w in self.wall_us],
@@ -111,6 +116,46 @@ class Measurement:
         )
         record.update(self.details)
         return record
+
+    @classmethod
+    def pooled(cls, parts: list[Measurement], stop_reason: str) -> Measurement:
+        """One case's timing from several timing loops of one worker (turns.py): their samples
+        together, counts and wall time summed, the first loop's clocks before and the last's
+        after."""
+        first, last = parts[0], parts[-1]
+        pooled = cls(
+            clock=first.clock,
+            floor_us=first.floor_us,
+            overhead_us=first.overhead_us,
+            preroll_us=first.preroll_us,
+            event_overhead_us=first.event_overhead_us,
+            tail_gap_us=first.tail_gap_us,
+            clocks_before=first.clocks_before,
+            clocks_after=last.clocks_after,
+            stop_reason=stop_reason,
+            blocking_off=next((p.blocking_off for p in parts if p.blocking_off), ""),
+        )
+        for part in parts:
+            pooled.samples_us += part.samples_us
+            pooled.wall_us += part.wall_us
+            pooled.unseen_us += part.unseen_us
+            pooled.flags += [f for f in part.flags if f not in pooled.flags]
+            pooled.rejections += [r for r in part.rejections if r not in pooled.rejections]
+            pooled.cpus |= part.cpus
+            for name in ("warmup_calls", "checked_calls", "blocked_calls", "host_bound_calls"):
+                setattr(pooled, name, getattr(pooled, name) + getattr(part, name))
+            pooled.host_copied_calls += part.host_copied_calls
+            pooled.warm_calls += part.warm_calls
+            pooled.elapsed_s += part.elapsed_s
+            for key, seconds in part.wall_s.items():
+                pooled.wall_s[key] = pooled.wall_s.get(key, 0.0) + seconds
+            for key, value in part.details.items():
+                summed = isinstance(value, int | float) and not isinstance(value, bool)
+                if summed and isinstance(pooled.details.get(key), int | float):
+                    pooled.details[key] += value
+                else:
+                    pooled.details.setdefault(key, value)
+        return pooled
 
 
 @dataclass
@@ -229,11 +274,14 @@ class CaseTimer:
         label: str,
         overhead: dict[str, float] | None = None,
         prior_call_us: float | None = None,
+        first_call: int = 1,
     ) -> Measurement:
         """Warm up, then time calls until the stopping rule is satisfied.
 
         prior_call_us: how long the case's correctness call took, which counts as the first
         warm-up duration (a call that compiled there disagrees with the next and is ignored).
+        first_call: the index of the first call's input (a case timed in turns gives each turn
+        inputs of its own, turns.py).
         """
         started = self.clock()
         deadline = started + timeout_s
@@ -244,7 +292,7 @@ class CaseTimer:
             m.event_overhead_us = overhead["empty_device_us"]
             m.tail_gap_us = overhead.get("tail_gap_us", 0.0)
         m.clocks_before = devices.gpu_state() if self.use_cuda else None
-        call_index = 1  # call 0 is the correctness check's input
+        call_index = first_call  # call 0 is the correctness check's input
 
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
         warm_durations: list[float] = [prior_call_us] if prior_call_us else []

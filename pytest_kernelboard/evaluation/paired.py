@@ -1,0 +1,155 @@
+"""A timed case judged in turns with the reference: the candidate's worker and a worker of the
+reference's take turns of a few calls each, over the same seconds, and the speedup is theirs.
+
+Where the reference's calls are host-bound, a case's time is the host's speed at the moment it
+is timed as much as the kernel's, and a batch times the reference once, at its start: three
+copies of the reference's own code read 1.49 - 1.81x faster than it on an H200 (docs/
+benchmarks.md). Timed in turns, both sides see the same moments (stats/paired.py).
+
+Each turn is a whole timing loop of its worker (SubmissionJudge.time_case): warm-up, fresh
+inputs, every output verified. Turn pair k gives both sides the same inputs, which no earlier
+call of either worker saw. The pairs go candidate-reference, reference-candidate, ... so that
+neither side always runs first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..judge.core import Skip, SubmissionJudge
+from ..judge.measure import Measurement, Progress, TimingPlan, VerificationFailure
+from ..spec.cases import Case
+from ..stats.paired import PairedRatio, paired_ratio
+from ..stats.stopping import Warmup
+from ..supervisor.failures import WorkerFailure
+
+# Pairs of turns: their ratios' spread is the speedup's noise, with PAIRS - 1 degrees of
+# freedom (t = 2.57 at six). CALLS a turn: on a 2-core CPU machine the same code's ratio moved
+# 0.98 - 1.03 in turns of 25 calls, 0.94 - 1.05 in turns of 5 (benchmarks/probes/interleave.py).
+PAIRS = 6
+CALLS = 10
+TURNS_STOP = "turns"  # a paired timing's stop_reason
+# How many pairs a run times host-bound cases in; 0 turns timing in turns off.
+PAIRS_VARIABLE = "KERNELBOARD_PAIRED_TURNS"
+# Turn pair k's inputs start at call index 1 + k x STRIDE: no input seen twice by one worker.
+STRIDE = 1000
+# A turn after a side's first warms its call once: the other worker's calls ran meanwhile.
+LATER_TURN_WARMUP = Warmup(min_calls=1, max_calls=1)
+
+
+def default_pairs() -> int:
+    """PAIRS, or what KERNELBOARD_PAIRED_TURNS says (0: every case timed alone)."""
+    text = os.environ.get(PAIRS_VARIABLE, "").strip()
+    if not text:
+        return PAIRS
+    try:
+        pairs = int(text)
+    except ValueError:
+        pairs = -1
+    if pairs != 0 and pairs < 2:
+        raise ValueError(
+            f"{PAIRS_VARIABLE}: expected 0 or a whole number of at least 2, got {text!r}"
+        )
+    return pairs
+
+
+class PairedTiming:
+    """Times one case in turns of `calls` between a candidate's judge and the reference's, in
+    `pairs` pairs; called in place of the candidate's time_case (SubmissionJudge.benchmark_case).
+    Afterwards `reference` holds the reference's timing of the same turns and `ratio` the pair's
+    speedup; where the reference's worker failed a turn, both are None, `unpaired` says why,
+    and the candidate was timed alone as usual."""
+
+    def __init__(
+        self,
+        candidate: SubmissionJudge,
+        reference: SubmissionJudge,
+        reference_timeout_s: float,
+        pairs: int = PAIRS,
+        calls: int = CALLS,
+    ):
+        if pairs < 2 or calls < 1:
+            raise ValueError(f"need at least 2 pairs of at least 1 call: {pairs}, {calls}")
+        self.candidate = candidate
+        self.reference_judge = reference
+        self.reference_timeout_s = reference_timeout_s
+        self.pairs = pairs
+        self.calls = calls
+        self.reference: dict[str, Any] | None = None
+        self.ratio: PairedRatio | None = None
+        self.unpaired = ""
+
+    def __call__(
+        self, case: Case, plan: TimingPlan, timeout_s: float, progress: Progress | None = None
+    ) -> Measurement:
+        started = time.perf_counter()
+        try:
+            self.reference_judge.worker()  # started before the turns, not inside one
+        except (WorkerFailure, Skip) as exc:
+            return self._alone(case, plan, timeout_s, progress, exc, started)
+        mine: list[Measurement] = []
+        theirs: list[Measurement] = []
+        with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
+            for pair in range(self.pairs):
+                first_call = 1 + pair * STRIDE
+                turn_plan = self._turn_plan(plan, timeout_s, later=pair > 0)
+                order = ("candidate", "reference") if pair % 2 == 0 else ("reference", "candidate")
+                for side in order:
+                    if side == "candidate":
+                        left = max(timeout_s - (time.perf_counter() - started), 0.001)
+                        mine.append(
+                            self.candidate.time_case(case, turn_plan, left, progress, first_call)
+                        )
+                        continue
+                    try:
+                        theirs.append(
+                            self.reference_judge.time_case(
+                                case, turn_plan, self.reference_timeout_s, None, first_call
+                            )
+                        )
+                    except (WorkerFailure, Skip, VerificationFailure) as exc:
+                        return self._alone(case, plan, timeout_s, progress, exc, started)
+        self.reference_judge.release_cached_memory(windows=True)
+        self.ratio = paired_ratio([m.samples_us for m in mine], [m.samples_us for m in theirs])
+        reference = Measurement.pooled(theirs, TURNS_STOP)
+        reference.rank_us = self.ratio.reference_us
+        self.reference = reference.to_record()
+        pooled = Measurement.pooled(mine, TURNS_STOP)
+        pooled.rank_us = self.ratio.candidate_us
+        pooled.details["turns"] = {
+            "pairs": self.pairs,
+            "calls": self.calls,
+            "ratios": [round(r, 4) for r in self.ratio.ratios],
+        }
+        return pooled
+
+    def _turn_plan(self, plan: TimingPlan, timeout_s: float, later: bool) -> TimingPlan:
+        """A turn: `calls` calls after its warm-up (a side's first turn warms up as any timing
+        does), within its share of the case's time."""
+        rule = replace(
+            plan.rule,
+            min_time_s=0.0,
+            min_samples=self.calls,
+            max_samples=self.calls,
+            budget_s=max(timeout_s / (2 * self.pairs), 0.001),
+            projection_min_samples=self.calls + 1,
+        )
+        return replace(plan, rule=rule, warmup=LATER_TURN_WARMUP if later else plan.warmup)
+
+    def _alone(
+        self,
+        case: Case,
+        plan: TimingPlan,
+        timeout_s: float,
+        progress: Progress | None,
+        failure: Exception,
+        started: float,
+    ) -> Measurement:
+        """The reference's worker failed: the candidate is timed alone, as without turns."""
+        self.unpaired = str(failure) or type(failure).__name__
+        self.reference_judge.close()
+        left = max(timeout_s - (time.perf_counter() - started), 0.001)
+        return self.candidate.time_case(case, plan, left, progress)

@@ -1,0 +1,318 @@
+"""A case whose reference timing is host-bound is timed in turns with a worker of the
+reference's, and its speedup is those turns' (evaluation/paired.py, stats/paired.py).
+
+On a CPU no timing is host-bound, so the end-to-end tests ask the session to pair every case;
+the judge, the workers and the leaderboard are the real ones.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import FIXTURES
+
+from pytest_kernelboard.batch.records import case_feedback
+from pytest_kernelboard.evaluation import paired
+from pytest_kernelboard.evaluation.paired import LATER_TURN_WARMUP, STRIDE, PairedTiming
+from pytest_kernelboard.evaluation.session import JudgingSession
+from pytest_kernelboard.judge.core import CaseOutcome
+from pytest_kernelboard.judge.measure import Measurement, TimingPlan
+from pytest_kernelboard.spec.cases import BENCHMARK, Case
+from pytest_kernelboard.spec.discovery import SubmissionRef
+from pytest_kernelboard.spec.task import load_task
+from pytest_kernelboard.stats.paired import paired_ratio, split_interval
+from pytest_kernelboard.stats.scoring import speedup_interval, tied
+from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
+from pytest_kernelboard.supervisor.failures import WorkerFailure
+
+# -- the statistics ----------------------------------------------------------------------------
+
+
+def test_the_same_code_in_turns_reads_one_whatever_the_host_does_between_turns():
+    # The host's speed changes from turn to turn by up to 2x; within a turn both sides see it.
+    speeds = [1.0, 2.0, 1.1, 1.9, 1.0, 2.1]
+    candidate = [[100 * s, 101 * s, 99 * s] for s in speeds]
+    reference = [[100.5 * s, 99.5 * s, 100 * s] for s in speeds]
+    ratio = paired_ratio(candidate, reference)
+    low, high = ratio.interval
+    assert low <= 1.0 <= high
+    assert high / low < 1.03  # the moments cancel: the ratio is known to about 1%
+    assert len(ratio.ratios) == len(speeds)
+
+
+def test_a_candidate_twice_as_fast_reads_two_with_a_narrow_interval():
+    speeds = [1.0, 1.8, 1.2, 2.0]
+    candidate = [[50 * s, 51 * s] for s in speeds]
+    reference = [[100 * s, 101 * s] for s in speeds]
+    ratio = paired_ratio(candidate, reference)
+    assert ratio.speedup == pytest.approx(100.5 / 50.5, rel=0.05)
+    assert ratio.interval[0] > 1.9
+
+
+def test_turn_ratios_that_disagree_widen_the_interval():
+    candidate = [[100.0], [100.0], [100.0]]
+    reference = [[80.0], [125.0], [100.0]]
+    low, high = paired_ratio(candidate, reference).interval
+    assert low < 0.8 and high > 1.25
+
+
+def test_turns_need_two_pairs_of_positive_times():
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_ratio([[1.0]], [[1.0]])
+    with pytest.raises(ValueError, match="same number"):
+        paired_ratio([[1.0], [1.0]], [[1.0]])
+    with pytest.raises(ValueError, match="not positive"):
+        paired_ratio([[0.0], [1.0]], [[1.0], [1.0]])
+
+
+def test_the_split_intervals_give_the_pairs_own_speedup_interval():
+    candidate = {"rank_us": 50.0, "rank_ci95_us": [49.0, 51.0]}
+    reference = {"rank_us": 100.0, "rank_ci95_us": [98.0, 103.0]}
+    half = 0.1
+    low, high = speedup_interval(
+        50.0,
+        split_interval(candidate, half)["rank_ci95_us"],
+        100.0,
+        split_interval(reference, half)["rank_ci95_us"],
+    )
+    assert low == pytest.approx(2.0 * math.exp(-half))
+    assert high == pytest.approx(2.0 * math.exp(half))
+    assert split_interval(candidate, half)["rank_ci95_within_us"] == [49.0, 51.0]
+
+
+def test_pooled_turns_keep_every_sample_and_sum_their_counts():
+    first = Measurement(clock="cuda_event", samples_us=[1.0, 2.0], warmup_calls=2)
+    first.flags, first.cpus, first.details = ["slow clocks"], {3}, {"scrub_wait_ms": 1.0}
+    second = Measurement(clock="cuda_event", samples_us=[3.0], warmup_calls=1, checked_calls=1)
+    second.flags, second.cpus, second.details = ["slow clocks"], {3}, {"scrub_wait_ms": 2.5}
+    pooled = Measurement.pooled([first, second], "turns")
+    assert pooled.samples_us == [1.0, 2.0, 3.0]
+    assert (pooled.warmup_calls, pooled.checked_calls) == (3, 1)
+    assert pooled.flags == ["slow clocks"] and pooled.cpus == {3}
+    assert pooled.details["scrub_wait_ms"] == 3.5
+    assert pooled.to_record()["stop_reason"] == "turns"
+
+
+# -- the turns ---------------------------------------------------------------------------------
+
+
+class TurnsOf:
+    """A judge whose every turn reads `us` a call; it notes who timed which inputs when."""
+
+    def __init__(self, name: str, us: float, log: list, fail_on_turn: int | None = None):
+        self.name, self.us, self.log = name, us, log
+        self.fail_on_turn = fail_on_turn
+        self.pool = SimpleNamespace(quiet=_nothing)
+        self.closed = self.released = 0
+
+    def worker(self):
+        return None
+
+    def time_case(self, case, plan, timeout_s, progress=None, first_call=1):
+        turn = sum(1 for who, *_ in self.log if who == self.name)
+        self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
+        if turn == self.fail_on_turn:
+            raise WorkerFailure("crashed", "the reference's worker exited with code 139")
+        calls = plan.rule.max_samples
+        return Measurement(clock="host", samples_us=[self.us] * calls, checked_calls=calls)
+
+    def close(self):
+        self.closed += 1
+
+    def release_cached_memory(self, windows=False):
+        self.released += 1
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+PLAN = TimingPlan(rule=StoppingRule(), warmup=Warmup(), flush_bytes=0)
+
+
+def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
+    log: list = []
+    candidate, reference = TurnsOf("candidate", 50.0, log), TurnsOf("reference", 100.0, log)
+    timing = PairedTiming(candidate, reference, 60.0, pairs=4, calls=3)
+    measured = timing(None, PLAN, 60.0)
+    assert [who for who, *_ in log] == ["candidate", "reference", "reference", "candidate"] * 2
+    firsts = [first for _, first, *_ in log]
+    assert (
+        firsts
+        == [1, 1, 1 + STRIDE, 1 + STRIDE, 1 + 2 * STRIDE, 1 + 2 * STRIDE] + [1 + 3 * STRIDE] * 2
+    )
+    # A side's first turn warms up as any timing does; a later one warms its call once.
+    assert [warmup for _, _, warmup, _ in log[:2]] == [PLAN.warmup] * 2
+    assert all(warmup == LATER_TURN_WARMUP for _, _, warmup, _ in log[2:])
+    assert all(calls == 3 for *_, calls in log)
+    assert measured.samples_us == [50.0] * 12 and measured.stop_reason == "turns"
+    assert measured.details["turns"] == {"pairs": 4, "calls": 3, "ratios": [2.0] * 4}
+    assert timing.ratio.speedup == pytest.approx(2.0) and timing.reference["n"] == 12
+    assert reference.released == 1  # its windows let go once the turns are over
+
+
+def test_a_reference_worker_failing_a_turn_leaves_the_candidate_timed_alone():
+    log: list = []
+    candidate = TurnsOf("candidate", 50.0, log)
+    reference = TurnsOf("reference", 100.0, log, fail_on_turn=1)
+    timing = PairedTiming(candidate, reference, 60.0, pairs=3, calls=2)
+    measured = timing(None, PLAN, 60.0)
+    assert timing.ratio is None and timing.reference is None
+    assert "exited with code 139" in timing.unpaired
+    assert reference.closed == 1
+    assert log[-1][0] == "candidate" and log[-1][3] == PLAN.rule.max_samples  # the usual timing
+    assert measured.samples_us == [50.0] * PLAN.rule.max_samples
+
+
+def test_the_pairs_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(paired.PAIRS_VARIABLE, "0")
+    assert paired.default_pairs() == 0
+    monkeypatch.setenv(paired.PAIRS_VARIABLE, "4")
+    assert paired.default_pairs() == 4
+    monkeypatch.setenv(paired.PAIRS_VARIABLE, "1")
+    with pytest.raises(ValueError, match="KERNELBOARD_PAIRED_TURNS"):
+        paired.default_pairs()
+    monkeypatch.delenv(paired.PAIRS_VARIABLE)
+    assert paired.default_pairs() == paired.PAIRS
+
+
+def test_a_batch_record_carries_the_turn_ratios():
+    timing = {"rank_us": 50.0, "rank_ci95_us": [49.0, 51.0], "clock": "host", "n": 6}
+    timing["turns"] = {"pairs": 2, "calls": 3, "ratios": [1.98, 2.02]}
+    reference = {"rank_us": 100.0, "rank_ci95_us": [99.0, 101.0], "clock": "host", "n": 6}
+    outcome = CaseOutcome("passed", timing=timing, reference_timing=reference, speedup=2.0)
+    case = Case(BENCHMARK, 0, {"size": 8})
+    assert case_feedback(case, outcome).turn_ratios == (1.98, 2.02)
+    del timing["turns"]
+    assert "turn_ratios" not in case_feedback(case, outcome).to_json()
+
+
+# -- end to end, real workers --------------------------------------------------------------------
+
+SLOW = """
+import time
+
+def custom_kernel(data):
+    x, out = data
+    time.sleep(0.002)
+    return out.copy_(x + 1)
+"""
+
+
+def judged_in_turns(tmp_path: Path, source: str) -> CaseOutcome:
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "core", root)
+    task = load_task(root / "leaderboards" / "addone" / "task.yml")
+    path = tmp_path / "submission.py"
+    path.write_text(source)
+    session = JudgingSession(
+        "benchmark", root, precision=0.2, paired_turns=3, calls_per_turn=3, pair_every_case=True
+    )
+    try:
+        evaluation = session.evaluation(task, SubmissionRef(path, task.name, "alice"))
+        (case,) = [c for c in evaluation.cases() if c.kind == BENCHMARK]
+        try:
+            return evaluation.run(case)
+        finally:
+            evaluation.close()
+    finally:
+        session.close()
+
+
+def test_the_reference_s_own_code_in_turns_ties_it(tmp_path):
+    source = (FIXTURES / "core" / "submissions" / "addone" / "alice" / "submission.py").read_text()
+    outcome = judged_in_turns(tmp_path, source)
+    assert outcome.passed, outcome.message
+    timing, reference = outcome.timing, outcome.reference_timing
+    assert timing["turns"]["pairs"] == 3 and len(timing["turns"]["ratios"]) == 3
+    assert timing["stop_reason"] == reference["stop_reason"] == "turns"
+    assert timing["n"] == reference["n"] == 9  # three turns of three calls each
+    assert timing["checked_calls"] == 9  # every timed output verified, in every turn
+    assert outcome.details["reference_run"]["timed_in_turns"] is True
+    assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
+
+
+def test_a_slower_candidate_in_turns_is_slower_beyond_noise(tmp_path):
+    outcome = judged_in_turns(tmp_path, SLOW)
+    assert outcome.passed, outcome.message
+    assert outcome.speedup < 0.5
+    timing, reference = outcome.timing, outcome.reference_timing
+    assert not tied(
+        timing["rank_us"], timing["rank_ci95_us"], reference["rank_us"], reference["rank_ci95_us"]
+    )
+
+
+# -- on a GPU: a reference whose calls are host-bound is timed in turns, unasked ------------------
+
+MANY_LAUNCHES = """
+def ref_kernel(data: input_t) -> output_t:
+    x, out = data
+    y = x
+    for _ in range(40):  # forty small launches: the call's host time is its time
+        y = y * 1.0
+    out.copy_(y + 1)
+    return out
+"""
+ONE_LAUNCH = """
+def custom_kernel(data):
+    x, out = data
+    return out.copy_(x + 1)
+"""
+
+
+def many_launches_repo(tmp_path: Path) -> Path:
+    """addone whose reference makes forty launches a call, with its own code as a submission."""
+    import re
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "core", root)
+    reference = root / "leaderboards" / "addone" / "reference.py"
+    text = reference.read_text()
+    text = re.sub(r"def ref_kernel\(.*?\n\n\n", MANY_LAUNCHES.lstrip() + "\n\n", text, flags=re.S)
+    reference.write_text(text)
+    return root
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a GPU")
+@pytest.mark.parametrize("source, tied_expected", [("same", True), (ONE_LAUNCH, False)])
+def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
+    tmp_path, source, tied_expected
+):
+    root = many_launches_repo(tmp_path)
+    task = load_task(root / "leaderboards" / "addone" / "task.yml")
+    if source == "same":
+        body = MANY_LAUNCHES.replace(
+            "def ref_kernel(data: input_t) -> output_t:", "def custom_kernel(data):"
+        )
+        source = body
+    path = tmp_path / "submission.py"
+    path.write_text(source)
+    session = JudgingSession("benchmark", root, precision=0.02, reference_workers=3)
+    try:
+        evaluation = session.evaluation(task, SubmissionRef(path, task.name, "alice"))
+        (case,) = [c for c in evaluation.cases() if c.kind == BENCHMARK]
+        outcome = evaluation.run(case)
+        evaluation.close()
+    finally:
+        session.close()
+    assert outcome.passed, outcome.message
+    timing, reference = outcome.timing, outcome.reference_timing
+    assert len(timing["turns"]["ratios"]) == paired.PAIRS, timing.get("turns")
+    assert timing["n"] == reference["n"] == paired.PAIRS * paired.CALLS
+    assert outcome.details["reference_run"]["timed_in_turns"] is True
+    is_tied = tied(
+        timing["rank_us"], timing["rank_ci95_us"], reference["rank_us"], reference["rank_ci95_us"]
+    )
+    assert is_tied == tied_expected, (outcome.speedup, timing["turns"]["ratios"])
+    if not tied_expected:
+        assert outcome.speedup > 2.0  # one launch against forty
