@@ -243,9 +243,14 @@ def same_speed() -> Iterator[Spec]:
     for name, (doc, body) in SAME.items():
         source = torch_model(f"Correct, PyTorch's own kernels: {doc}", body)
         yield Spec(f"same-{name}", source, one_fewer if name == "folded_scale" else expect)
+    # The same kernels without the two module calls (the model's and its linear layer's): less
+    # host work a call, which a host-bound timing counts. On a 2-core CPU machine, at 1 x 4 so
+    # that the arithmetic is nothing, a call read 26.7 - 30.1 µs through the modules and
+    # 14.3 - 15.5 µs without; on an H200, timed in turns with the reference, 1.20x and 1.22x.
+    no_modules = {**expect, "faster": None, "note": "no module calls: less host work a call"}
     for name, (doc, body) in SAME_KERNELS.items():
         yield Spec(
-            f"same-{name}", torch_kernel(f"Correct, PyTorch's own kernels: {doc}", body), expect
+            f"same-{name}", torch_kernel(f"Correct, PyTorch's own kernels: {doc}", body), no_modules
         )
 
 

@@ -153,7 +153,9 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     assert all(warmup == LATER_TURN_WARMUP for _, _, warmup, _ in log[2:])
     assert all(calls == 3 for *_, calls in log)
     assert measured.samples_us == [50.0] * 12 and measured.stop_reason == "turns"
-    assert measured.details["turns"] == {"pairs": 4, "calls": 3, "ratios": [2.0] * 4}
+    turns = measured.details["turns"]
+    assert (turns["pairs"], turns["calls"], turns["ratios"]) == (4, 3, [2.0] * 4)
+    assert turns["reference_s"] == 0.0  # the fake reference's loops took no time
     assert timing.ratio.speedup == pytest.approx(2.0) and timing.reference["n"] == 12
     assert reference.released == 1  # its windows let go once the turns are over
 
@@ -169,6 +171,17 @@ def test_a_reference_worker_failing_a_turn_leaves_the_candidate_timed_alone():
     assert reference.closed == 1
     assert log[-1][0] == "candidate" and log[-1][3] == PLAN.rule.max_samples  # the usual timing
     assert measured.samples_us == [50.0] * PLAN.rule.max_samples
+
+
+def test_a_batch_counts_the_reference_s_turns_in_the_case_s_timing():
+    from pytest_kernelboard.batch.phases import PhaseClock
+
+    clock = PhaseClock()
+    timing = {"elapsed_s": 0.3, "wall_s": {"worker": 0.2}, "turns": {"reference_s": 0.25}}
+    clock.timed_case(timing, total_s=0.6, reference_s=0.0, calibrate_s=0.01)
+    assert clock.seconds["timing"] == pytest.approx(0.55)
+    assert clock.seconds["timing_reference_turns"] == pytest.approx(0.25)
+    assert clock.seconds["benchmark_check"] == pytest.approx(0.04)
 
 
 def test_the_pairs_come_from_the_environment(monkeypatch):

@@ -38,7 +38,9 @@ The phases, in the order a candidate meets them:
                      calibration, timing loop and the rest (the first call's set-up, closing)
     timing           the timing loop: its calls, of which timing_generate (fresh inputs),
                      timing_worker (the requests' round trips) and timing_verify (each output
-                     checked)
+                     checked); a case timed in turns with the reference's worker
+                     (evaluation/paired.py) counts the reference's turns too, as
+                     timing_reference_turns
     census           the kernel census (which kernels one call launches)
     record           building the record
     paused           its worker stopped while other candidates were timed (beside the above)
@@ -77,7 +79,7 @@ SERIAL = (
 )
 AHEAD = ("correctness_ahead", "benchmark_check_ahead")
 OVERLAPPED = ("worker_start", "import", *AHEAD, "inputs_ahead", "paused")
-TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify")
+TIMING_PARTS = ("timing_generate", "timing_worker", "timing_verify", "timing_reference_turns")
 CHECK_PARTS = tuple(f"benchmark_check_{part}" for part in core.CHECK_PARTS)
 AHEAD_PARTS = tuple(f"{phase}_{part}" for phase in AHEAD for part in core.CHECK_PARTS)
 REFERENCE_PARTS = tuple(f"reference_{part}" for part in session.REFERENCE_PARTS)
@@ -129,6 +131,9 @@ class PhaseClock:
         its wall_s parts), `reference_s` spent waiting for the reference, `calibrate_s` in the
         timing calibration, the rest its check."""
         loop = float((timing or {}).get("elapsed_s") or 0.0)
+        reference_turns = float(((timing or {}).get("turns") or {}).get("reference_s") or 0.0)
+        self.add("timing_reference_turns", reference_turns)
+        loop += reference_turns
         self.add("timing", loop)
         for part, seconds in ((timing or {}).get("wall_s") or {}).items():
             if f"timing_{part}" in TIMING_PARTS:

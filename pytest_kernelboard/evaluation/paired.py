@@ -123,6 +123,7 @@ class PairedTiming:
             "pairs": self.pairs,
             "calls": self.calls,
             "ratios": [round(r, 4) for r in self.ratio.ratios],
+            "reference_s": round(reference.elapsed_s, 4),  # the reference's turns' timing loops
         }
         return pooled
 
