@@ -195,9 +195,19 @@ def test_a_failed_share_or_an_ended_judge_fails_the_case_for_every_judge():
     assert sent[0]["type"] == "reference_share" and sent[0]["workers"] == [1, 3]
 
 
-def test_a_host_bound_case_s_shares_name_the_further_workers_and_combine_as_nine():
-    """A host-bound case is timed in nine of the reference's workers in all: each judge times
-    its share of the nine, its share of the five first, and names the workers it timed."""
+def test_with_candidates_timed_in_turns_a_host_bound_case_keeps_the_five_workers():
+    """Where candidates are timed in turns with the reference (evaluation/paired.py), their
+    speedups come from those turns: the batch's timing of the reference stays at five."""
+    judges = [reference_share.ReferenceShare(k, 2, lambda m: None) for k in range(2)]
+    assert [j.host_bound_workers for j in judges] == [j.workers for j in judges]
+    assert judges[1].host_bound_total == 5
+
+
+def test_a_host_bound_case_s_shares_name_the_further_workers_and_combine_as_nine(monkeypatch):
+    """Without turns, a host-bound case is timed in nine of the reference's workers in all:
+    each judge times its share of the nine, its share of the five first, and names the
+    workers it timed."""
+    monkeypatch.setenv("KERNELBOARD_PAIRED_TURNS", "0")
     assert reference_share.shared_workers(1, 2, 9) == [0, 2, 4, 6, 8]
     sent: list[dict] = []
     judges = [reference_share.ReferenceShare(k, 2, sent.append) for k in range(2)]

@@ -23,7 +23,7 @@ from pytest_kernelboard.judge.measure import Measurement, TimingPlan
 from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.discovery import SubmissionRef
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.stats.paired import paired_ratio, split_interval
+from pytest_kernelboard.stats.paired import TurnNoise, paired_ratio, split_interval
 from pytest_kernelboard.stats.scoring import speedup_interval, tied
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.supervisor.failures import WorkerFailure
@@ -57,6 +57,22 @@ def test_turn_ratios_that_disagree_widen_the_interval():
     reference = [[80.0], [125.0], [100.0]]
     low, high = paired_ratio(candidate, reference).interval
     assert low < 0.8 and high > 1.25
+
+
+def test_a_candidate_whose_pairs_agree_by_chance_gets_the_runs_pooled_spread():
+    noise = TurnNoise()
+    noisy = [[100.0]] * 6
+    for wobble in (0.8, 1.25, 0.9, 1.1):  # earlier candidates on the case: pairs that disagree
+        paired_ratio(noisy, [[100.0 * wobble], [100.0 / wobble]] * 3, noise)
+    lucky = paired_ratio([[100.0]] * 6, [[108.0], [108.5], [107.5]] * 2, noise)
+    alone = paired_ratio([[100.0]] * 6, [[108.0], [108.5], [107.5]] * 2)
+    assert alone.interval[0] > 1.05  # its own five degrees of freedom: faster
+    assert lucky.sd_log < lucky.pooled_sd_log
+    assert lucky.interval[0] < 1.0 < lucky.interval[1]  # the case's noise: a tie
+    assert noise.df == 5 * 5
+    # A candidate noisier than the pool keeps its own spread.
+    wild = paired_ratio([[100.0]] * 6, [[60.0], [170.0]] * 3, noise)
+    assert wild.half_log > lucky.half_log and wild.sd_log > wild.pooled_sd_log
 
 
 def test_turns_need_two_pairs_of_positive_times():

@@ -61,10 +61,10 @@ from .phases import PhaseClock, working_for
 from .phases import current as current_clock
 from .records import DEFAULT_EXCESSIVE_SPEEDUP, Flag, candidate_record, harness_error_record
 from .reference_share import (
-    HOST_BOUND_REFERENCE_WORKERS,
     MIN_REFERENCE_WORKERS,
     REFERENCE_WORKERS,
     ReferenceShare,
+    host_bound_total,
 )
 from .turns import GpuTurns
 
@@ -234,7 +234,7 @@ class BatchJudge:
             root,
             progress=progress,
             reference_workers=reference_workers,
-            host_bound_reference_workers=HOST_BOUND_REFERENCE_WORKERS,
+            host_bound_reference_workers=host_bound_total(reference_workers),
             candidate_workers=candidate_workers,
             measure_reference=self._reference_timing,
             # A crashed candidate's later cases would each take a fresh worker to die again.

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..evaluation.paired import default_pairs
 from ..results.reference_runs import ReferenceUnavailable
 
 # Every speedup of a batch hangs on the reference's one timing per case: it is timed in this
@@ -25,6 +26,16 @@ MIN_REFERENCE_WORKERS = 3  # fewer leave their spread one degree of freedom (t =
 # Nine give eight degrees of freedom (P(chi2_8 < 2) = 0.02; t = 2.31 instead of 2.78), for four
 # more worker starts, and only where calls are host-bound, so short.
 HOST_BOUND_REFERENCE_WORKERS = 9
+
+
+def host_bound_total(total: int) -> int:
+    """The reference's workers on a host-bound case: HOST_BOUND_REFERENCE_WORKERS, or `total`
+    where its candidates are timed in turns with a worker of the reference's, whose turns then
+    give every speedup (evaluation/paired.py): the batch's timing only says the case is
+    host-bound."""
+    return total if default_pairs() else max(total, HOST_BOUND_REFERENCE_WORKERS)
+
+
 CANDIDATE, RECORD, REFERENCE, REFERENCE_SHARE, PHASE = (
     "candidate",
     "record",
@@ -70,8 +81,9 @@ class ReferenceShare:
     ):
         self.workers = shared_workers(judge, judges, total)
         self.total = total  # the reference's workers in all, every judge's
-        # Its workers on a host-bound case (HOST_BOUND_REFERENCE_WORKERS; `workers` first).
-        self.host_bound_total = max(total, HOST_BOUND_REFERENCE_WORKERS)
+        # Its workers on a host-bound case (HOST_BOUND_REFERENCE_WORKERS; `workers` first),
+        # where its candidates are not timed in turns with the reference (host_bound_total).
+        self.host_bound_total = host_bound_total(total)
         self.host_bound_workers = shared_workers(judge, judges, self.host_bound_total)
         self._send = send
         self._combined: dict[str, dict[str, Any]] = {}

@@ -22,15 +22,17 @@ from typing import Any
 from ..judge.core import Skip, SubmissionJudge
 from ..judge.measure import Measurement, Progress, TimingPlan, VerificationFailure
 from ..spec.cases import Case
-from ..stats.paired import PairedRatio, paired_ratio
+from ..stats.paired import PairedRatio, TurnNoise, paired_ratio
 from ..stats.stopping import Warmup
 from ..supervisor.failures import WorkerFailure
 
-# Pairs of turns: their ratios' spread is the speedup's noise, with PAIRS - 1 degrees of
-# freedom (t = 2.57 at six). CALLS a turn: on a 2-core CPU machine the same code's ratio moved
-# 0.98 - 1.03 in turns of 25 calls, 0.94 - 1.05 in turns of 5 (benchmarks/probes/interleave.py).
-PAIRS = 6
-CALLS = 10
+# Pairs of turns, and calls a turn. The turns' noise is mostly the host's from one turn to the
+# next, not the calls' within one: on an H200, 30 copies of a host-bound problem's own code,
+# timed in six pairs of ten calls, had a pair's log ratio spread 0.20 on each turn's first three
+# calls and 0.15 on all ten. So many short turns: ten pairs of three calls give about the
+# interval six of ten did, for 40 calls a side instead of 66 (warm-ups included).
+PAIRS = 10
+CALLS = 3
 TURNS_STOP = "turns"  # a paired timing's stop_reason
 # How many pairs a run times host-bound cases in; 0 turns timing in turns off.
 PAIRS_VARIABLE = "KERNELBOARD_PAIRED_TURNS"
@@ -70,6 +72,7 @@ class PairedTiming:
         reference_timeout_s: float,
         pairs: int = PAIRS,
         calls: int = CALLS,
+        noise: TurnNoise | None = None,
     ):
         if pairs < 2 or calls < 1:
             raise ValueError(f"need at least 2 pairs of at least 1 call: {pairs}, {calls}")
@@ -78,6 +81,7 @@ class PairedTiming:
         self.reference_timeout_s = reference_timeout_s
         self.pairs = pairs
         self.calls = calls
+        self.noise = noise  # the run's pooled turn noise on this case (stats/paired.py)
         self.reference: dict[str, Any] | None = None
         self.ratio: PairedRatio | None = None
         self.unpaired = ""
@@ -113,7 +117,9 @@ class PairedTiming:
                     except (WorkerFailure, Skip, VerificationFailure) as exc:
                         return self._alone(case, plan, timeout_s, progress, exc, started)
         self.reference_judge.release_cached_memory(windows=True)
-        self.ratio = paired_ratio([m.samples_us for m in mine], [m.samples_us for m in theirs])
+        self.ratio = paired_ratio(
+            [m.samples_us for m in mine], [m.samples_us for m in theirs], self.noise
+        )
         reference = Measurement.pooled(theirs, TURNS_STOP)
         reference.rank_us = self.ratio.reference_us
         self.reference = reference.to_record()
@@ -124,6 +130,9 @@ class PairedTiming:
             "calls": self.calls,
             "ratios": [round(r, 4) for r in self.ratio.ratios],
             "reference_s": round(reference.elapsed_s, 4),  # the reference's turns' timing loops
+            "sd_log": round(self.ratio.sd_log, 5),
+            "pooled_sd_log": _rounded(self.ratio.pooled_sd_log),
+            "half_log": round(self.ratio.half_log, 5),
         }
         return pooled
 
@@ -154,3 +163,7 @@ class PairedTiming:
         self.reference_judge.close()
         left = max(timeout_s - (time.perf_counter() - started), 0.001)
         return self.candidate.time_case(case, plan, left, progress)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)

@@ -23,11 +23,12 @@ from ..judge.profiling import CaseProfiler
 from ..judge.reference_loader import LeaderboardModules
 from ..presentation import fmt_us
 from ..results.recorder import RunRecorder
-from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
+from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable, case_key
 from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
 from ..stats.between_workers import combined_workers, mostly_host_bound
+from ..stats.paired import TurnNoise
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..supervisor.failures import WorkerFailure
@@ -100,6 +101,7 @@ class JudgingSession:
         self.paired_turns = default_pairs() if paired_turns is None else paired_turns
         self.calls_per_turn = calls_per_turn
         self.pair_every_case = pair_every_case
+        self._turn_noise: dict[tuple[str, str], TurnNoise] = {}
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}
@@ -148,6 +150,12 @@ class JudgingSession:
             warmup=Warmup(),
             flush_bytes=default_flush_bytes() if self.use_cuda else 0,
         )
+
+    def turn_noise(self, task: TaskSpec, case: Case) -> TurnNoise:
+        """The run's pooled noise of the turns timed on the case (stats/paired.py)."""
+        key = (task.name, case_key(case.kind, case.index, case.arguments(0)))
+        with self._lock:
+            return self._turn_noise.setdefault(key, TurnNoise())
 
     def seeds_for(self, task: TaskSpec) -> dict[str, int] | None:
         """Fresh per-run seeds in leaderboard mode (recorded in the results), else task.yml's."""

@@ -167,6 +167,7 @@ class SubmissionEvaluation:
             session.timeout(task, case.kind),
             pairs=pairs,
             calls=session.calls_per_turn,
+            noise=session.turn_noise(task, case),
         )
 
     def _in_turns(self, case: Case, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:

@@ -6,6 +6,13 @@ compare two moments as much as two kernels. Timed in turns of a few calls each, 
 the same moments; each turn pair gives a ratio, and the ratios' spread is the speedup's noise.
 On a 2-core CPU machine the same code's ratio moved 0.53 - 1.36 timed one episode each and
 0.98 - 1.03 in turns of 25 calls (benchmarks/probes/interleave.py, docs/benchmarks.md).
+
+Six pairs' spread is itself a rough number (five degrees of freedom): now and then it reads a
+third of its true size, and the speedup's interval with it. The turns' noise is the host's and
+the case's more than the candidate's, so a run pools it over the candidates it has timed in
+turns on the case (TurnNoise), and a candidate's interval is at least as wide as the pooled
+spread says. On an H200, 30 copies of a host-bound problem's own code timed in turns read
+speedups whose logs spread 0.057, and whose own intervals ranged from ±3.4% to ±27%.
 """
 
 from __future__ import annotations
@@ -19,18 +26,40 @@ from typing import Any
 from .stats import student_t_critical
 
 
+class TurnNoise:
+    """The spread of the turn pairs' log ratios about their candidate's mean, pooled over the
+    candidates a run timed in turns on one case (each adds K - 1 degrees of freedom)."""
+
+    def __init__(self) -> None:
+        self._squares = 0.0
+        self.df = 0
+
+    def add(self, logs: Sequence[float]) -> None:
+        mean = math.fsum(logs) / len(logs)
+        self._squares += math.fsum((x - mean) ** 2 for x in logs)
+        self.df += len(logs) - 1
+
+    @property
+    def sd(self) -> float | None:
+        return math.sqrt(self._squares / self.df) if self.df else None
+
+
 @dataclass(frozen=True)
 class PairedRatio:
     """Each side's time, the geometric mean of its turns' medians (a host that switches speed
     within the turns makes the median of all their calls fall between two modes), and the
     speedup, their ratio, the geometric mean of the turn pairs' ratios. half_log: the
-    half-width of the speedup's 95% interval in log units, t(K - 1) x sd / sqrt(K) of the K
-    pairs' log ratios."""
+    half-width of the speedup's 95% interval in log units, t x sd / sqrt(K) of the K pairs' log
+    ratios: their own sd (t at K - 1 degrees of freedom) or, where larger, the run's pooled one
+    for the case (t at its degrees of freedom). sd_log: the pairs' own spread; pooled_sd_log:
+    the run's, these pairs included (None without a pool)."""
 
     candidate_us: float
     reference_us: float
     half_log: float
     ratios: tuple[float, ...]
+    sd_log: float = 0.0
+    pooled_sd_log: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -42,9 +71,12 @@ class PairedRatio:
 
 
 def paired_ratio(
-    candidate_turns: Sequence[Sequence[float]], reference_turns: Sequence[Sequence[float]]
+    candidate_turns: Sequence[Sequence[float]],
+    reference_turns: Sequence[Sequence[float]],
+    noise: TurnNoise | None = None,
 ) -> PairedRatio:
-    """The speedup of K turn pairs (K >= 2), each side's samples (µs) by turn."""
+    """The speedup of K turn pairs (K >= 2), each side's samples (µs) by turn; `noise`, the
+    run's pool for the case, takes these pairs in first."""
     if len(candidate_turns) != len(reference_turns) or len(candidate_turns) < 2:
         raise ValueError(
             f"need the same number of turns on each side, at least 2: "
@@ -57,12 +89,21 @@ def paired_ratio(
     if min(min(pair) for pair in medians) <= 0:
         raise ValueError("a turn's median time is not positive: no ratio")
     logs = [math.log(r / c) for c, r in medians]
-    half = student_t_critical(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    own = statistics.stdev(logs)
+    sd, df = own, len(logs) - 1
+    pooled = None
+    if noise is not None:
+        noise.add(logs)
+        pooled = noise.sd
+        if pooled is not None and pooled > own:
+            sd, df = pooled, noise.df
     return PairedRatio(
         candidate_us=statistics.geometric_mean(c for c, _ in medians),
         reference_us=statistics.geometric_mean(r for _, r in medians),
-        half_log=half,
+        half_log=student_t_critical(df) * sd / math.sqrt(len(logs)),
         ratios=tuple(math.exp(x) for x in logs),
+        sd_log=own,
+        pooled_sd_log=pooled,
     )
 
 
