@@ -7,7 +7,9 @@ __version__ = "0.1.0"
 # 3: a call that follows an idle gap first waits for a 2 ms GPU spin (an idle GPU is slower).
 # 4: each case's calls on the fastest CPU; a call under 1 ms first warmed by an untimed call.
 # 5: a submission's mostly host-bound case timed in as many workers as the reference's.
-TIMING_METHOD = 5
+# 6: a case whose reference timing is host-bound timed in turns with a worker of the
+#    reference's; its speedup and both times are those turns' (evaluation/paired.py).
+TIMING_METHOD = 6
 
 
 def __getattr__(name: str):
