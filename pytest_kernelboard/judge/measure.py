@@ -119,9 +119,9 @@ class Measurement:
 
     @classmethod
     def pooled(cls, parts: list[Measurement], stop_reason: str) -> Measurement:
-        """One case's timing from several timing loops of one worker (turns.py): their samples
-        together, counts and wall time summed, the first loop's clocks before and the last's
-        after."""
+        """One case's timing from several timing loops of one worker (its turns,
+        evaluation/paired.py): their samples together, counts and wall time summed, the first
+        loop's clocks before and the last's after."""
         first, last = parts[0], parts[-1]
         pooled = cls(
             clock=first.clock,
@@ -142,11 +142,8 @@ class Measurement:
             pooled.flags += [f for f in part.flags if f not in pooled.flags]
             pooled.rejections += [r for r in part.rejections if r not in pooled.rejections]
             pooled.cpus |= part.cpus
-            for name in ("warmup_calls", "checked_calls", "blocked_calls", "host_bound_calls"):
+            for name in _SUMMED:
                 setattr(pooled, name, getattr(pooled, name) + getattr(part, name))
-            pooled.host_copied_calls += part.host_copied_calls
-            pooled.warm_calls += part.warm_calls
-            pooled.elapsed_s += part.elapsed_s
             for key, seconds in part.wall_s.items():
                 pooled.wall_s[key] = pooled.wall_s.get(key, 0.0) + seconds
             for key, value in part.details.items():
@@ -156,6 +153,18 @@ class Measurement:
                 else:
                     pooled.details.setdefault(key, value)
         return pooled
+
+
+# What several timing loops of one case add up to (Measurement.pooled).
+_SUMMED = (
+    "warmup_calls",
+    "checked_calls",
+    "blocked_calls",
+    "host_bound_calls",
+    "host_copied_calls",
+    "warm_calls",
+    "elapsed_s",
+)
 
 
 @dataclass
