@@ -25,6 +25,9 @@ Variants:
 - `repeat`: each candidate's case timed a second time in the same worker right after the
   first: if the two medians agree far better than the copies' medians do, a case's time is
   set by its worker process; if they differ as much, by the moment.
+- `no_turns`: a host-bound case's candidates timed alone (KERNELBOARD_PAIRED_TURNS=0), not in
+  turns with a worker of the reference's (evaluation/paired.py; in the default variant every
+  timing loop of a turn is a case of the output, the candidate's and the reference's in turn).
 - `hugepages`: the workers' heaps on transparent huge pages (glibc's malloc asked for them,
   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
   `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
@@ -61,6 +64,7 @@ VARIANTS = (
     "no_timing_core",
     "repeat",
     "hugepages",
+    "no_turns",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
@@ -108,6 +112,8 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         launch_module.worker_environment = huge_page_environment
     if variant == "no_timing_core":
         os.environ["KERNELBOARD_TIMING_CORE"] = "0"
+    if variant == "no_turns":
+        os.environ["KERNELBOARD_PAIRED_TURNS"] = "0"
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":
@@ -207,7 +213,40 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         "tied": sum(bool(r.get("tied")) for r in records),
         "cases": cases,
         "phases": [r.get("phases", {}) for r in records],
+        "speedups": [speedup_of(r) for r in records if speedup_of(r)],
     }
+
+
+def speedup_of(record: dict) -> dict | None:
+    """A copy's timed case's speedup, its interval and its turns' ratios (where it had turns)."""
+    for case in record.get("cases", []):
+        if case.get("kind") == "benchmark" and case.get("speedup") and case.get("speedup_ci95"):
+            return {
+                "speedup": case["speedup"],
+                "ci95": case["speedup_ci95"],
+                "turn_ratios": case.get("turn_ratios", []),
+            }
+    return None
+
+
+def speedups_line(speedups: list[dict]) -> str:
+    """How the copies' speedups over the reference (the same code) spread, against what their
+    intervals say: with turns, the sd of their logs should match about half a mean half-width,
+    and few should lie beyond their interval."""
+    if len(speedups) < 2:
+        return ""
+    logs = [math.log(s["speedup"]) for s in speedups]
+    halves = [math.log(s["ci95"][1] / s["ci95"][0]) / 2 for s in speedups]
+    faster = sum(s["ci95"][0] > 1 for s in speedups)
+    slower = sum(s["ci95"][1] < 1 for s in speedups)
+    turns = sum(bool(s["turn_ratios"]) for s in speedups)
+    values = sorted(s["speedup"] for s in speedups)
+    return (
+        f"\n  speedups over the reference ({turns} of {len(speedups)} in turns): "
+        f"{values[0]:.3f} / {statistics.median(values):.3f} / {values[-1]:.3f}, sd of ln "
+        f"{statistics.stdev(logs):.3f}; intervals' mean half-width (ln) "
+        f"{statistics.mean(halves):.3f}; faster beyond it {faster}, slower {slower}"
+    )
 
 
 def summary(result: dict) -> str:
@@ -270,6 +309,7 @@ def summary(result: dict) -> str:
         + "  ".join(f"{k} {v:.3f}" for k, v in means.items())
         + calls_line
         + spread_line
+        + speedups_line(result.get("speedups", []))
     )
 
 
