@@ -107,7 +107,13 @@ class SubmissionEvaluation:
 
     def _benchmark(self, case: Case, checked: CaseOutcome | None = None) -> CaseOutcome:
         session, task = self.session, self.task
-        paired = self._paired_for(case)
+        paired = None
+        if self._may_pair():
+            # The check first, as a batch makes it: the reference is timed (where this run times
+            # it) after a passed output taught its workers the reply's size, and a case that
+            # fails its check needs no reference.
+            checked = checked or self.correctness(case)
+            paired = self._paired_for(case) if checked.passed else None
         if paired is not None:
             outcome = self._timed_once(case, checked, paired)
             if paired.ratio is not None:
@@ -147,15 +153,24 @@ class SubmissionEvaluation:
             timer=paired,
         )
 
+    def _may_pair(self) -> bool:
+        """Whether a timed case of this evaluation may be timed in turns with the reference:
+        the session asks for turns (`paired_turns`), the judge is kernelboard's own for one GPU
+        (not a multi-GPU case's rank groups, not an eval.py's), and calls can be host-bound
+        (a GPU; on a CPU every time is the host's) or the session pairs every case."""
+        session = self.session
+        if not getattr(session, "paired_turns", 0) or self.task.multi_gpu:
+            return False
+        if not isinstance(self.judge, SubmissionJudge):
+            return False
+        return session.pair_every_case or session.use_cuda
+
     def _paired_for(self, case: Case) -> PairedTiming | None:
-        """The timing in turns with the reference, where the session asks for it
-        (`paired_turns`) and the reference's timing of the case is host-bound (or the session
-        pairs every case); None where the case is timed alone."""
+        """The timing in turns with the reference, where the reference's timing of the case is
+        host-bound (or the session pairs every case); None where the case is timed alone."""
         session, task = self.session, self.task
-        pairs = getattr(session, "paired_turns", 0)
         judge = self.judge
-        if not pairs or task.multi_gpu or not isinstance(judge, SubmissionJudge):
-            return None
+        assert isinstance(judge, SubmissionJudge)  # _may_pair
         found = session.references.get(task, case)
         if found is None:
             return None
@@ -165,7 +180,7 @@ class SubmissionEvaluation:
             judge,
             session.reference_judge(task),
             session.timeout(task, case.kind),
-            pairs=pairs,
+            pairs=session.paired_turns,
             calls=session.calls_per_turn,
             noise=session.turn_noise(task, case),
         )
