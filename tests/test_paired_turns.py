@@ -8,6 +8,7 @@ the judge, the workers and the leaderboard are the real ones.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -123,11 +124,22 @@ class TurnsOf:
         self.fail_on_turn = fail_on_turn
         self.pool = SimpleNamespace(quiet=_nothing)
         self.closed = self.released = 0
+        self.is_stopped = False
+        self.stopped_while: list[bool] = []  # the other side's state at each of its turns
+
+    @contextmanager
+    def stopped(self):
+        self.is_stopped = True
+        try:
+            yield
+        finally:
+            self.is_stopped = False
 
     def worker(self):
         return None
 
     def time_case(self, case, plan, timeout_s, progress=None, first_call=1):
+        self.stopped_while.append(self.other.is_stopped)
         turn = sum(1 for who, *_ in self.log if who == self.name)
         self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
         if turn == self.fail_on_turn:
@@ -156,6 +168,7 @@ PLAN = TimingPlan(rule=StoppingRule(), warmup=Warmup(), flush_bytes=0)
 def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     log: list = []
     candidate, reference = TurnsOf("candidate", 50.0, log), TurnsOf("reference", 100.0, log)
+    candidate.other, reference.other = reference, candidate
     timing = PairedTiming(candidate, reference, 60.0, pairs=4, calls=3)
     measured = timing(None, PLAN, 60.0)
     assert [who for who, *_ in log] == ["candidate", "reference", "reference", "candidate"] * 2
@@ -174,12 +187,15 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     assert turns["reference_s"] == 0.0  # the fake reference's loops took no time
     assert timing.ratio.speedup == pytest.approx(2.0) and timing.reference["n"] == 12
     assert reference.released == 1  # its windows let go once the turns are over
+    # The candidate's worker is stopped through every turn of the reference's, and only then.
+    assert reference.stopped_while == [True] * 4 and candidate.stopped_while == [False] * 4
 
 
 def test_a_reference_worker_failing_a_turn_leaves_the_candidate_timed_alone():
     log: list = []
     candidate = TurnsOf("candidate", 50.0, log)
     reference = TurnsOf("reference", 100.0, log, fail_on_turn=1)
+    candidate.other, reference.other = reference, candidate
     timing = PairedTiming(candidate, reference, 60.0, pairs=3, calls=2)
     measured = timing(None, PLAN, 60.0)
     assert timing.ratio is None and timing.reference is None
@@ -235,8 +251,16 @@ def custom_kernel(data):
 """
 
 
-def judged_in_turns(tmp_path: Path, source: str) -> CaseOutcome:
+def judged_in_turns(
+    tmp_path: Path, source: str, states: list[str] | None = None, pair_every_case: bool = True
+) -> CaseOutcome:
+    """The addone leaderboard's benchmark case of `source`, its reference timed in this run;
+    `states`, where given, gets the candidate's worker processes' states at each of the
+    reference's timing loops."""
     import shutil
+
+    from pytest_kernelboard.supervisor.pausing import python_processes
+    from pytest_kernelboard.supervisor.proctree import process_state
 
     root = tmp_path / "repo"
     shutil.copytree(FIXTURES / "core", root)
@@ -244,10 +268,25 @@ def judged_in_turns(tmp_path: Path, source: str) -> CaseOutcome:
     path = tmp_path / "submission.py"
     path.write_text(source)
     session = JudgingSession(
-        "benchmark", root, precision=0.2, paired_turns=3, calls_per_turn=3, pair_every_case=True
+        "benchmark",
+        root,
+        precision=0.2,
+        paired_turns=3,
+        calls_per_turn=3,
+        pair_every_case=pair_every_case,
     )
     try:
         evaluation = session.evaluation(task, SubmissionRef(path, task.name, "alice"))
+        reference = session.reference_judge(task)
+        time_reference = reference.time_case
+
+        def noting_states(*args, **kwargs):
+            worker = evaluation.judge._worker
+            if states is not None and worker is not None:
+                states.extend(process_state(p) for p in python_processes(worker.process.pid))
+            return time_reference(*args, **kwargs)
+
+        reference.time_case = noting_states
         (case,) = [c for c in evaluation.cases() if c.kind == BENCHMARK]
         try:
             return evaluation.run(case)
@@ -259,7 +298,11 @@ def judged_in_turns(tmp_path: Path, source: str) -> CaseOutcome:
 
 def test_the_reference_s_own_code_in_turns_ties_it(tmp_path):
     source = (FIXTURES / "core" / "submissions" / "addone" / "alice" / "submission.py").read_text()
-    outcome = judged_in_turns(tmp_path, source)
+    states: list[str] = []
+    outcome = judged_in_turns(tmp_path, source, states)
+    # The candidate's worker was stopped through every timing of the reference's (its first
+    # workers' and each turn): nothing of it ran beside the reference's calls.
+    assert len(states) >= 3 and set(states) <= {"T", "t"}, states
     assert outcome.passed, outcome.message
     timing, reference = outcome.timing, outcome.reference_timing
     assert timing["turns"]["pairs"] == 3 and len(timing["turns"]["ratios"]) == 3
@@ -268,6 +311,31 @@ def test_the_reference_s_own_code_in_turns_ties_it(tmp_path):
     assert timing["checked_calls"] == 9  # every timed output verified, in every turn
     assert outcome.details["reference_run"]["timed_in_turns"] is True
     assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
+
+
+BURNER = """
+import threading
+
+def _burn():
+    while True:
+        pass
+
+threading.Thread(target=_burn, daemon=True).start()
+
+def custom_kernel(data):
+    x, out = data
+    return out.copy_(x + 1)
+"""
+
+
+def test_a_candidate_s_worker_is_stopped_while_the_reference_is_timed_without_turns(tmp_path):
+    # A thread left spinning in the candidate's worker would load the host under the
+    # reference's calls; it is stopped with the rest of the worker (SubmissionJudge.stopped).
+    states: list[str] = []
+    outcome = judged_in_turns(tmp_path, BURNER, states, pair_every_case=False)
+    assert outcome.passed, outcome.message
+    assert "turns" not in outcome.timing  # on a CPU no case is host-bound: timed alone
+    assert states and set(states) <= {"T", "t"}, states
 
 
 def test_a_slower_candidate_in_turns_is_slower_beyond_noise(tmp_path):

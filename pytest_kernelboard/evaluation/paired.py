@@ -7,7 +7,9 @@ copies of the reference's own code read 1.49 - 1.81x faster than it on an H200 (
 benchmarks.md). Timed in turns, both sides see the same moments (stats/paired.py).
 
 Each turn is a whole timing loop of its worker (SubmissionJudge.time_case): warm-up, fresh
-inputs, every output verified. Turn pair k gives both sides the same inputs, which no earlier
+inputs, every output verified. The candidate's worker is stopped through the reference's turns
+(SubmissionJudge.stopped): a thread it left running could otherwise load the host or the GPU
+under the reference's calls and read faster. Turn pair k gives both sides the same inputs, which no earlier
 call of either worker saw. The pairs go candidate-reference, reference-candidate, ... so that
 neither side always runs first.
 """
@@ -109,11 +111,12 @@ class PairedTiming:
                         )
                         continue
                     try:
-                        theirs.append(
-                            self.reference_judge.time_case(
-                                case, turn_plan, self.reference_timeout_s, None, first_call
+                        with self.candidate.stopped():  # it cannot load the reference's turn
+                            theirs.append(
+                                self.reference_judge.time_case(
+                                    case, turn_plan, self.reference_timeout_s, None, first_call
+                                )
                             )
-                        )
                     except (WorkerFailure, Skip, VerificationFailure) as exc:
                         return self._alone(case, plan, timeout_s, progress, exc, started)
         self.reference_judge.release_cached_memory(windows=True)

@@ -171,7 +171,8 @@ class SubmissionEvaluation:
         session, task = self.session, self.task
         judge = self.judge
         assert isinstance(judge, SubmissionJudge)  # _may_pair
-        found = session.references.get(task, case)
+        with judge.stopped():  # where the run times the reference now: nothing of ours beside it
+            found = session.references.get(task, case)
         if found is None:
             return None
         if not (session.pair_every_case or between_workers.host_bound(found.summary)):

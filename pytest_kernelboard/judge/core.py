@@ -27,6 +27,7 @@ from ..stats.preroll import LAUNCH_ALLOWANCE_US, preroll_for
 from ..stats.scoring import rank_us, speedup
 from ..supervisor.client import Reply, WorkerProcess
 from ..supervisor.failures import WorkerFailure
+from ..supervisor.pausing import paused
 from ..supervisor.pool import WorkerPool
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
@@ -621,9 +622,20 @@ class SubmissionJudge:
         self.release_cached_memory(windows=True)
         trace("case: released")
         if outcome.passed and reference is not None:
-            outcome.reference_timing = reference(case)
+            with self.stopped():
+                outcome.reference_timing = reference(case)
             outcome.speedup = outcome_speedup(outcome)
         return outcome
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """This judge's worker, and the Python processes it forked, stopped for the duration:
+        while the reference is timed nothing of the submission runs, which could otherwise load
+        the host's CPUs or launch GPU work under the reference's calls to gain a speedup. GPU
+        work it queued before it was stopped still runs (docs/security.md)."""
+        worker = self._worker
+        with paused([worker.process.pid] if worker is not None and worker.alive else []):
+            yield
 
     def time_case(
         self,
