@@ -60,7 +60,12 @@ def evaluation(
     session = SimpleNamespace(
         host_bound_workers=workers,
         candidate_workers=candidate_workers,
-        references=SimpleNamespace(get=lambda task, case: found, failure=lambda task, case: None),
+        references=SimpleNamespace(
+            get=lambda task, case: found,
+            failure=lambda task, case: None,
+            settled=lambda task, case: True,
+        ),
+        paired_turns=0,
         timeout=lambda task, kind: 10.0,
         plan=lambda task: None,
         _progress_for=lambda task, case, reference: None,

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..judge.core import Skip, SubmissionJudge
 from ..judge.measure import Measurement, Progress, TimingPlan, VerificationFailure
+from ..results.reference_runs import ReferenceTiming
 from ..spec.cases import Case
 from ..stats.paired import PairedRatio, TurnNoise, paired_ratio
 from ..stats.stopping import Warmup
@@ -60,6 +61,14 @@ def default_pairs() -> int:
     return pairs
 
 
+class _ReferenceFailed(Exception):
+    """The reference's worker failed a turn (its `cause`): the candidate is timed alone."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class PairedTiming:
     """Times one case in turns of `calls` between a candidate's judge and the reference's, in
     `pairs` pairs; called in place of the candidate's time_case (SubmissionJudge.benchmark_case).
@@ -75,6 +84,7 @@ class PairedTiming:
         pairs: int = PAIRS,
         calls: int = CALLS,
         noise: TurnNoise | None = None,
+        run: ReferenceTiming | None = None,
     ):
         if pairs < 2 or calls < 1:
             raise ValueError(f"need at least 2 pairs of at least 1 call: {pairs}, {calls}")
@@ -84,6 +94,7 @@ class PairedTiming:
         self.pairs = pairs
         self.calls = calls
         self.noise = noise  # the run's pooled turn noise on this case (stats/paired.py)
+        self.run = run  # the run's own timing of the reference, which said the case is host-bound
         self.reference: dict[str, Any] | None = None
         self.ratio: PairedRatio | None = None
         self.unpaired = ""
@@ -92,34 +103,49 @@ class PairedTiming:
         self, case: Case, plan: TimingPlan, timeout_s: float, progress: Progress | None = None
     ) -> Measurement:
         started = time.perf_counter()
-        try:
-            self.reference_judge.worker()  # started before the turns, not inside one
-        except (WorkerFailure, Skip) as exc:
-            return self._alone(case, plan, timeout_s, progress, exc, started)
         mine: list[Measurement] = []
         theirs: list[Measurement] = []
-        with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
-            for pair in range(self.pairs):
-                first_call = 1 + pair * STRIDE
-                turn_plan = self._turn_plan(plan, timeout_s, later=pair > 0)
-                order = ("candidate", "reference") if pair % 2 == 0 else ("reference", "candidate")
-                for side in order:
-                    if side == "candidate":
-                        left = max(timeout_s - (time.perf_counter() - started), 0.001)
-                        mine.append(
-                            self.candidate.time_case(case, turn_plan, left, progress, first_call)
-                        )
-                        continue
-                    try:
-                        with self.candidate.stopped():  # it cannot load the reference's turn
-                            theirs.append(
-                                self.reference_judge.time_case(
-                                    case, turn_plan, self.reference_timeout_s, None, first_call
+        try:
+            self._reference_ready()  # its worker started before the turns, not inside one
+            with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
+                for pair in range(self.pairs):
+                    first_call = 1 + pair * STRIDE
+                    turn_plan = self._turn_plan(plan, timeout_s, later=pair > 0)
+                    for candidate_turn in (True, False) if pair % 2 == 0 else (False, True):
+                        if candidate_turn:
+                            left = max(timeout_s - (time.perf_counter() - started), 0.001)
+                            mine.append(
+                                self.candidate.time_case(
+                                    case, turn_plan, left, progress, first_call
                                 )
                             )
-                    except (WorkerFailure, Skip, VerificationFailure) as exc:
-                        return self._alone(case, plan, timeout_s, progress, exc, started)
+                        else:
+                            theirs.append(self._reference_turn(case, turn_plan, first_call))
+        except _ReferenceFailed as failed:
+            return self._alone(case, plan, timeout_s, progress, failed.cause, started)
         self.reference_judge.release_cached_memory(windows=True)
+        return self._pooled(mine, theirs)
+
+    def _reference_ready(self) -> None:
+        try:
+            self.reference_judge.worker()
+        except (WorkerFailure, Skip) as exc:
+            raise _ReferenceFailed(exc) from exc
+
+    def _reference_turn(self, case: Case, plan: TimingPlan, first_call: int) -> Measurement:
+        """One turn of the reference's, the candidate's worker stopped meanwhile: it cannot load
+        the host or the GPU under the reference's calls."""
+        try:
+            with self.candidate.stopped():
+                return self.reference_judge.time_case(
+                    case, plan, self.reference_timeout_s, None, first_call
+                )
+        except (WorkerFailure, Skip, VerificationFailure) as exc:
+            raise _ReferenceFailed(exc) from exc
+
+    def _pooled(self, mine: list[Measurement], theirs: list[Measurement]) -> Measurement:
+        """The candidate's timing of its turns, with the pair's account (`turns`); the
+        reference's and the ratio are kept on self."""
         self.ratio = paired_ratio(
             [m.samples_us for m in mine], [m.samples_us for m in theirs], self.noise
         )

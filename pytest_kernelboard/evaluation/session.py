@@ -23,7 +23,7 @@ from ..judge.profiling import CaseProfiler
 from ..judge.reference_loader import LeaderboardModules
 from ..presentation import fmt_us
 from ..results.recorder import RunRecorder
-from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable, case_key
+from ..results.reference_runs import ReferenceTimings, ReferenceUnavailable
 from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
@@ -153,9 +153,8 @@ class JudgingSession:
 
     def turn_noise(self, task: TaskSpec, case: Case) -> TurnNoise:
         """The run's pooled noise of the turns timed on the case (stats/paired.py)."""
-        key = (task.name, case_key(case.kind, case.index, case.arguments(0)))
         with self._lock:
-            return self._turn_noise.setdefault(key, TurnNoise())
+            return self._turn_noise.setdefault(ReferenceTimings.key(task, case), TurnNoise())
 
     def seeds_for(self, task: TaskSpec) -> dict[str, int] | None:
         """Fresh per-run seeds in leaderboard mode (recorded in the results), else task.yml's."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..judge.core import CaseOutcome, SubmissionJudge, outcome_speedup
 from ..judge.distributed import make_judge
 from ..judge.evalpy import EvalPyJudge, is_evalpy_task
+from ..results.reference_runs import ReferenceTiming
 from ..spec.cases import TEST, Case, task_cases, with_run_seed
 from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
@@ -114,18 +115,15 @@ class SubmissionEvaluation:
             # fails its check needs no reference.
             checked = checked or self.correctness(case)
             paired = self._paired_for(case) if checked.passed else None
-        if paired is not None:
-            outcome = self._timed_once(case, checked, paired)
-            if paired.ratio is not None:
-                return self._in_turns(case, outcome, paired)
-            if paired.unpaired:
-                outcome.details["turns_unpaired"] = paired.unpaired
-        else:
-            outcome = self._timed_once(case, checked)
+        outcome = self._timed_once(case, checked, paired)
+        if paired is not None and paired.ratio is not None:
+            return self._in_turns(outcome, paired)
+        if paired is not None and paired.unpaired:
+            outcome.details["turns_unpaired"] = paired.unpaired
         workers, why = self._workers_for(outcome) if outcome.passed else (1, "")
         if workers > 1:
             outcome = self._timed_in_workers(case, outcome, workers, why)
-        found = session.references.get(task, case) if outcome.reference_timing else None
+        found = self._reference_found(case) if outcome.reference_timing else None
         if found is not None:  # which reference run the speedup came from; it keeps the samples
             outcome.reference_timing = found.summary
             outcome.details["reference_run"] = dict(found.provenance)
@@ -159,7 +157,7 @@ class SubmissionEvaluation:
         (not a multi-GPU case's rank groups, not an eval.py's), and calls can be host-bound
         (a GPU; on a CPU every time is the host's) or the session pairs every case."""
         session = self.session
-        if not getattr(session, "paired_turns", 0) or self.task.multi_gpu:
+        if not session.paired_turns or self.task.multi_gpu:
             return False
         if not isinstance(self.judge, SubmissionJudge):
             return False
@@ -171,8 +169,7 @@ class SubmissionEvaluation:
         session, task = self.session, self.task
         judge = self.judge
         assert isinstance(judge, SubmissionJudge)  # _may_pair
-        with judge.stopped():  # where the run times the reference now: nothing of ours beside it
-            found = session.references.get(task, case)
+        found = self._reference_found(case)
         if found is None:
             return None
         if not (session.pair_every_case or between_workers.host_bound(found.summary)):
@@ -184,25 +181,35 @@ class SubmissionEvaluation:
             pairs=session.paired_turns,
             calls=session.calls_per_turn,
             noise=session.turn_noise(task, case),
+            run=found,
         )
 
-    def _in_turns(self, case: Case, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
+    def _in_turns(self, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
         """A case timed in turns: the reference's timing is that of the same turns, each
         timing's interval half the pair's, so the speedup's interval is the pair's."""
         assert paired.ratio is not None and paired.reference is not None
         if not outcome.passed:
             return outcome
-        found = self.session.references.get(self.task, case)
         half = paired.ratio.half_log
         outcome.timing = split_interval(outcome.timing, half)
         outcome.reference_timing = split_interval(paired.reference, half)
         outcome.speedup = outcome_speedup(outcome)
-        run = dict(found.provenance) if found is not None else {}
-        run["timed_in_turns"] = True  # the reference's time is of these turns, not of that run
-        if found is not None:
-            run["run_us"] = round(rank_us(found.summary), 4)
+        # The reference's time is of these turns, not of the run's timing it was paired on.
+        run = {"timed_in_turns": True}
+        if paired.run is not None:
+            run = {**paired.run.provenance, **run, "run_us": round(rank_us(paired.run.summary), 4)}
         outcome.details["reference_run"] = run
         return outcome
+
+    def _reference_found(self, case: Case) -> ReferenceTiming | None:
+        """The reference's timing of the case (ReferenceTimings.get). Where the run times it
+        now, this evaluation's worker is stopped meanwhile (SubmissionJudge.stopped): nothing
+        of the submission runs beside the reference's calls to slow them."""
+        references, judge = self.session.references, self._judge
+        if references.settled(self.task, case) or not isinstance(judge, SubmissionJudge):
+            return references.get(self.task, case)
+        with judge.stopped():
+            return references.get(self.task, case)
 
     def _workers_for(self, outcome: CaseOutcome) -> tuple[int, str]:
         """How many fresh workers time a passed case in all, and why more than one: the
@@ -239,7 +246,7 @@ class SubmissionEvaluation:
         return first
 
     def _reference_timing(self, case: Case):
-        found = self.session.references.get(self.task, case)
+        found = self._reference_found(case)
         return found.timing if found else None
 
     def _profile(self, case: Case) -> CaseOutcome:

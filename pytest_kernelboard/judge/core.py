@@ -557,7 +557,7 @@ class SubmissionJudge:
         checked: the correctness call on the case's own input was made already (check_case on
         this case, earlier, by this judge) and passed: only the timing is left. timer: times
         the case in place of this judge's time_case (in turns with the reference's worker,
-        evaluation/turns.py); its failures are this judge's worker's."""
+        evaluation/paired.py); its failures are this judge's worker's."""
         outcome = self._judged(
             case,
             lambda: self._benchmark(case, timeout_s, plan, progress, reference, checked, timer),
@@ -622,17 +622,17 @@ class SubmissionJudge:
         self.release_cached_memory(windows=True)
         trace("case: released")
         if outcome.passed and reference is not None:
-            with self.stopped():
-                outcome.reference_timing = reference(case)
+            outcome.reference_timing = reference(case)
             outcome.speedup = outcome_speedup(outcome)
         return outcome
 
     @contextmanager
     def stopped(self) -> Iterator[None]:
         """This judge's worker, and the Python processes it forked, stopped for the duration:
-        while the reference is timed nothing of the submission runs, which could otherwise load
-        the host's CPUs or launch GPU work under the reference's calls to gain a speedup. GPU
-        work it queued before it was stopped still runs (docs/security.md)."""
+        while the reference is timed (evaluation/submission.py, evaluation/paired.py) nothing
+        of the submission runs, which could otherwise load the host's CPUs or launch GPU work
+        under the reference's calls to gain a speedup. GPU work it queued before it was stopped
+        still runs (docs/security.md)."""
         worker = self._worker
         with paused([worker.process.pid] if worker is not None and worker.alive else []):
             yield
@@ -646,7 +646,7 @@ class SubmissionJudge:
         first_call: int = 1,
     ) -> Measurement:
         """The case's timed calls in this judge's worker. first_call: the index of the first
-        call's input; a turn of a case timed in turns (evaluation/turns.py) starts past 1, and
+        call's input; a turn of a case timed in turns (evaluation/paired.py) starts past 1, and
         what it takes does not set how many inputs the next judge makes ahead."""
         worker = self.worker()
         # No spare worker starts (on the device, on the CPUs) while the calibration's and the

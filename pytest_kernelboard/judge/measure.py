@@ -290,7 +290,7 @@ class CaseTimer:
         prior_call_us: how long the case's correctness call took, which counts as the first
         warm-up duration (a call that compiled there disagrees with the next and is ignored).
         first_call: the index of the first call's input (a case timed in turns gives each turn
-        inputs of its own, turns.py).
+        inputs of its own, evaluation/paired.py).
         """
         started = self.clock()
         deadline = started + timeout_s

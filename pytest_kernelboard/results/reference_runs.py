@@ -209,7 +209,7 @@ class ReferenceTimings:
     def get(self, task: TaskSpec, case: Case) -> ReferenceTiming | None:
         """The case's reference timing: stored if a matching reference run has it, else timed
         now (once per run and case)."""
-        key = self._key(task, case)
+        key = self.key(task, case)
         if key not in self._timings:
             stored = self._stored_for(task).get(key[1])
             if stored is not None:
@@ -231,15 +231,16 @@ class ReferenceTimings:
     def settled(self, task: TaskSpec, case: Case) -> bool:
         """Whether the case's reference timing is known without timing it now (found in a
         stored run, or timed, or failed, in this one)."""
-        key = self._key(task, case)
+        key = self.key(task, case)
         return key in self._timings or key[1] in self._stored_for(task)
 
     def failure(self, task: TaskSpec, case: Case) -> str | None:
         """Why the reference could not be timed on `case` in this run, if it could not."""
-        return self._failures.get(self._key(task, case))
+        return self._failures.get(self.key(task, case))
 
     @staticmethod
-    def _key(task: TaskSpec, case: Case) -> tuple[str, str]:
+    def key(task: TaskSpec, case: Case) -> tuple[str, str]:
+        """A case's identity in a run: its leaderboard and case_key (no per-run seed)."""
         return task.name, case_key(case.kind, case.index, case.arguments(0))
 
 
