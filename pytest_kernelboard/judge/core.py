@@ -46,6 +46,7 @@ from .memory import is_frugal, trace
 from .mutation import written_leaves
 from .profiling import CaseProfiler, ProfileError
 from .reference_loader import CODE_LOCK, LeaderboardError, LeaderboardModules
+from .seeding import seed_everything
 from .staging import module_name, stage
 
 STARTUP_TIMEOUT_S = 120.0
@@ -155,13 +156,6 @@ def lost_with(worker: WorkerProcess, sent: Any) -> Iterator[None]:
         if not worker.alive:
             release_lost_holds(sent)
         raise
-
-
-def seed_everything(seed: int) -> None:
-    """References that draw from torch's global generator get the case's seed too."""
-    import torch
-
-    torch.manual_seed(seed)
 
 
 class SubmissionJudge:

@@ -47,7 +47,7 @@ from ..supervisor.client import Reply, WorkerProcess
 from ..supervisor.failures import WorkerFailure, failure_of
 from ..supervisor.pool import WorkerPool
 from . import devices
-from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda, seed_everything
+from .core import STARTUP_TIMEOUT_S, CaseOutcome, Skip, SubmissionJudge, needs_cuda
 from .measure import (
     CaseTimer,
     Measurement,
@@ -55,6 +55,7 @@ from .measure import (
     TimingPlan,
 )
 from .reference_loader import LeaderboardModules
+from .seeding import seed_everything
 from .staging import stage
 
 # gloo on CPU runs any world_size up to this many processes (CI has few cores).
