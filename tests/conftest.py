@@ -1,7 +1,10 @@
+import fcntl
 import functools
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import forked_pytest
 import pytest
@@ -107,6 +110,23 @@ def worker_pool():
     pool = WorkerPool()
     yield pool
     pool.close()
+
+
+def made_once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[], Any]
+) -> Any:
+    """make()'s result (JSON), made by the first xdist process of the run to ask for it and
+    read by the others. A module fixture otherwise runs once in every process that takes one of
+    its tests, and runs_long items are dealt one to each process, so all at once."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make()
+    run_folder = tmp_path_factory.getbasetemp().parent  # this run's, shared by its processes
+    made = run_folder / f"{name}.json"
+    with open(run_folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the others wait while the first makes it
+        if not made.is_file():
+            made.write_text(json.dumps(make()))
+        return json.loads(made.read_text())
 
 
 def missing_system_tool(what: str, install: str) -> NoReturn:

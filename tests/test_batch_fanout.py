@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import made_once_per_run
 
 from pytest_kernelboard.batch import Candidate, fanout, judge_many, reference_share
 from pytest_kernelboard.batch.reference_share import REFERENCE_WORKERS
@@ -46,16 +47,20 @@ def benchmark_cases(record: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def two_judges(tmp_path_factory, request) -> dict:
+def two_judges(tmp_path_factory) -> dict:
     """The batch judged in benchmark mode by two judge processes ('GPUs' 0 and 1) and by one
-    in this process, with what the parent combined and what each judge said it did."""
+    in this process, with what the parent combined and what each judge said it did; judged
+    once for the run, however many xdist processes take these tests."""
+    return made_once_per_run(tmp_path_factory, "two_judges", lambda: judged(tmp_path_factory))
+
+
+def judged(tmp_path_factory) -> dict:
     import shutil
 
     root = tmp_path_factory.mktemp("fanout") / "repo"
     shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
     combined, accounts = [], []
     monkeypatch = pytest.MonkeyPatch()
-    request.addfinalizer(monkeypatch.undo)
 
     def combining(records):
         combined.append(records)
@@ -69,12 +74,15 @@ def two_judges(tmp_path_factory, request) -> dict:
     monkeypatch.setattr(fanout, "combined_workers", combining)
     monkeypatch.setattr(fanout, "phase_line", account)
     progress = Lines()
-    shared = list(
-        judge_many(
-            "addone", CANDIDATES, mode="benchmark", root=root, gpus=[0, 1], progress=progress
+    try:
+        shared = list(
+            judge_many(
+                "addone", CANDIDATES, mode="benchmark", root=root, gpus=[0, 1], progress=progress
+            )
         )
-    )
-    alone = list(judge_many("addone", CANDIDATES, mode="benchmark", root=root, gpus=[]))
+        alone = list(judge_many("addone", CANDIDATES, mode="benchmark", root=root, gpus=[]))
+    finally:
+        monkeypatch.undo()
     return {
         "shared": shared,
         "alone": alone,
