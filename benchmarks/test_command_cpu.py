@@ -151,6 +151,13 @@ def main() -> int:
         print("\ncostliest processes of no kind above (a kind to add, if they matter):")
         for cpu_s, text in unnamed[:8]:
             print(f"{cpu_s:7.1f}s  {text[:160]}")
+        print("\nthe same, by program (its first two words):")
+        by_program: dict[str, list[float]] = defaultdict(list)
+        for cpu_s, text in unnamed:
+            by_program[" ".join(Path(w).name for w in text.split()[:2])[:80]].append(cpu_s)
+        ranked = sorted(by_program.items(), key=lambda item: -sum(item[1]))
+        for program, seconds in ranked[:10]:
+            print(f"{sum(seconds):7.1f}s  {len(seconds):5d}  {program}")
     return returncode
 
 

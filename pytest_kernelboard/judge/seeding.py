@@ -32,7 +32,8 @@ def _without_absent_device_seeds() -> list[str]:
     absent = []
     for kind in DEVICE_KINDS:
         runtime = getattr(torch, kind, None)
-        if runtime is not None and not runtime.is_available():
+        is_available = getattr(runtime, "is_available", None)
+        if hasattr(runtime, "manual_seed_all") and is_available is not None and not is_available():
             runtime.manual_seed_all = _nothing_to_seed
             absent.append(kind)
     return absent
