@@ -151,10 +151,12 @@ def main() -> int:
         print("\ncostliest processes of no kind above (a kind to add, if they matter):")
         for cpu_s, text in unnamed[:8]:
             print(f"{cpu_s:7.1f}s  {text[:160]}")
-        print("\nthe same, by program (its first two words):")
+        print("\nthe same, by program (its first words, the module's name with -m):")
         by_program: dict[str, list[float]] = defaultdict(list)
         for cpu_s, text in unnamed:
-            by_program[" ".join(Path(w).name for w in text.split()[:2])[:80]].append(cpu_s)
+            words = text.split()
+            named = words[:3] if words[1:2] == ["-m"] else words[:2]
+            by_program[" ".join(Path(w).name for w in named)[:80]].append(cpu_s)
         ranked = sorted(by_program.items(), key=lambda item: -sum(item[1]))
         for program, seconds in ranked[:10]:
             print(f"{sum(seconds):7.1f}s  {len(seconds):5d}  {program}")
