@@ -118,11 +118,12 @@ def made_once_per_run(
     """make()'s result (JSON), made by the first xdist process of the run to ask for it and
     read by the others. A module fixture otherwise runs once in every process that takes one of
     its tests, and runs_long items are dealt one to each process, so all at once."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
         return make()
-    run_folder = tmp_path_factory.getbasetemp().parent  # this run's, shared by its processes
-    made = run_folder / f"{name}.json"
-    with open(run_folder / f"{name}.lock", "w") as lock:
+    shared = tmp_path_factory.getbasetemp().parent  # every process's basetemp is under it
+    made = shared / f"{name}-{run}.json"  # this run's: a --basetemp kept from an earlier run
+    with open(shared / f"{name}-{run}.lock", "w") as lock:  # cannot hand over its results
         fcntl.flock(lock, fcntl.LOCK_EX)  # the others wait while the first makes it
         if not made.is_file():
             made.write_text(json.dumps(make()))
