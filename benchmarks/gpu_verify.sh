@@ -67,7 +67,7 @@ ALL_GPU_TESTS="tests/test_window_gpu.py tests/test_sandbox_gpu.py tests/test_gpu
     tests/test_profiling.py tests/test_gpumode_compat.py tests/test_wake_gpu.py tests/test_warm_gpu.py
     tests/test_cpu_choice.py tests/test_scrub_gpu.py tests/test_cuda_compute_gpu.py
     tests/test_header_library.py tests/test_timing_core.py tests/test_paired_turns.py
-    tests/test_seeding.py"
+    tests/test_seeding.py tests/test_zygote_prestart.py"
 
 run_stage() {  # name, limit in seconds, command...
     local name=$1 limit=$2

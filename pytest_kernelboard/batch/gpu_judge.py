@@ -13,6 +13,7 @@ from pathlib import Path
 from queue import Queue
 from typing import IO, Any
 
+from ..supervisor import launch
 from .candidates import Candidate
 from .depth import IN_FLIGHT
 from .judge import BatchJudge, find_task
@@ -61,6 +62,9 @@ def main(argv: list[str]) -> int:
             out.write(json.dumps(message) + "\n")
             out.flush()
 
+    # Its CPUs were set by the parent as it started (fanout.py), before this line runs: the
+    # zygote started now keeps to them.
+    launch.prestart_zygote()  # its torch import beside this process's, in BatchJudge
     share = ReferenceShare(judge_index, judges, send, reference_workers)
     arrived: Queue[Candidate | None] = Queue()
     threading.Thread(target=_route, args=(sys.stdin, arrived, share), daemon=True).start()

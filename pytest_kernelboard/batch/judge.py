@@ -54,6 +54,7 @@ from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
+from ..supervisor import gpu_view, launch
 from ..supervisor.pausing import paused
 from .candidates import Candidate
 from .depth import IN_FLIGHT, PREFETCH
@@ -131,6 +132,8 @@ def judge_many(
     check_mode(mode)
     task, root = find_task(leaderboard, root)
     candidates = list(candidates)
+    if judged_here(gpus) if gpus is not None else at_most_one_gpu():
+        launch.prestart_zygote()  # its torch import beside this process's, which comes next
     devices = list(gpus) if gpus is not None else visible_gpus()
     if judged_here(devices):
         # On its GPU, this process keeps a CPU core for the timed calls while it judges.
@@ -185,6 +188,13 @@ def gpu_groups(task: TaskSpec, devices: Sequence[int]) -> list[list[int]]:
     if task.multi_gpu and len(devices) > 1:
         return [list(devices)]
     return [[device] for device in devices]
+
+
+def at_most_one_gpu() -> bool:
+    """Whether this process sees one GPU or none, by NVML and CUDA_VISIBLE_DEVICES, before
+    torch is imported (visible_gpus, which decides, imports it)."""
+    view = gpu_view.env_view(os.environ)
+    return len(view.minors if view is not None else gpu_view.host_gpus() or ()) <= 1
 
 
 def visible_gpus() -> list[int]:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..channel.cage import PIN_VARIABLE
 from ..channel.cpu_probe import probe_us
+from ..supervisor import forked
 from .cpu_sets import MIN_CPUS_PER_JUDGE, allowed_cpus, pin_process, split_cpus
 
 # Set to 0 to keep no core: each case's timed calls go to the CPU its probe chose then.
@@ -139,7 +140,19 @@ def kept_here() -> Iterator[TimingCore | None]:
         yield None
         return
     pin_process(os.getpid(), cpus - cores[0].core)
+    _pin_zygotes(cpus - cores[0].core)
     try:
         yield cores[0]
     finally:
         pin_process(os.getpid(), cpus)
+
+
+def _pin_zygotes(cpus: frozenset[int]) -> None:
+    """The zygote this judge started before it kept a core (launch.prestart_zygote), and every
+    process of it, onto `cpus`: what it forks from now on inherits them. Listed again after
+    each pass, for a process forked while the one before was pinned."""
+    pinned: set[int] = set()
+    while unpinned := set(forked.zygote_pids()) - pinned:
+        for pid in unpinned:
+            pin_process(pid, cpus)
+        pinned |= unpinned

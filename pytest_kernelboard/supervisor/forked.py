@@ -30,6 +30,7 @@ from typing import Any
 
 from ..channel.cage import MAX_RANKS
 from . import gpu_view, sandbox
+from .proctree import descendants
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine
@@ -360,6 +361,19 @@ def zygote_for(
                 warn_unavailable(str(exc))
                 _zygotes[key] = None
         return _zygotes[key]
+
+
+def zygote_pids() -> list[int]:
+    """Every process of this judge's zygotes (bwrap, the zygote, the relays and workers it
+    forked), for a judge that keeps its timing core from all it starts (judge/timing_core.py):
+    a zygote started before the judge kept it (launch.prestart_zygote) runs on every CPU, and
+    its workers would inherit that."""
+    with _lock:
+        zygotes = [z for z in _zygotes.values() if z is not None]
+    pids: set[int] = set()
+    for zygote in zygotes:
+        pids |= descendants(zygote.process.pid) or {zygote.process.pid}
+    return sorted(pids)
 
 
 def give_up(zygote: Zygote, reason: str) -> None:

@@ -132,13 +132,20 @@ class WorkerLaunch:
                 shutil.rmtree(folder, ignore_errors=True)
         self.stage_slot = self.outbox = None
 
+    def _zygote(self) -> forked.Zygote | None:
+        """The judge's zygote this worker is forked from (started on first use), by its folders,
+        network and GPUs; None where there is none."""
+        return forked.zygote_for(
+            cache_dirs(self.env),
+            shm_manager.shm_manager_folders(),
+            self._zygote_env(),
+            self.host_network,
+        )
+
     def _forked(self) -> forked.ForkedProcess | None:
         """The worker forked from this judge's zygote (worker/zygote.py), in namespaces of its
         own, with its slot and outbox in the zygote's pool; None where there is no zygote."""
-        caches = cache_dirs(self.env)
-        zygote = forked.zygote_for(
-            caches, shm_manager.shm_manager_folders(), self._zygote_env(), self.host_network
-        )
+        zygote = self._zygote()
         if zygote is None:
             return None
         member = self._member(zygote)
@@ -190,6 +197,26 @@ class WorkerLaunch:
         return sandbox.bwrap_command(
             self.home, self.stage_slot, caches, exchange, self.host_network, tools, gpus=gpus
         )
+
+
+def prestart_zygote() -> None:
+    """Start the zygote a single-GPU judge's first worker is forked from, now, in the
+    background: its torch import (about 2 s) then runs beside the judge's own, where the first
+    worker would start it only after (a batch judge imports torch to find its GPUs first).
+    Nothing where workers are not forked from a zygote. The worker that comes later finds the
+    same one: same folders, network and GPUs (WorkerLaunch._zygote)."""
+    try:
+        if not (sandbox.enabled() and forked.enabled()):
+            return
+        launch = WorkerLaunch()  # as the judge's pool makes its first worker; never started
+    except Exception:  # a sandbox required but missing: the first worker's start says so
+        return
+    try:
+        launch._zygote()
+    finally:
+        launch.parent_end.close()
+        launch.child_end.close()
+        shutil.rmtree(launch.home, ignore_errors=True)
 
 
 def start_case(world_size: int, launcher: Launcher | None = None) -> list[WorkerLaunch]:
