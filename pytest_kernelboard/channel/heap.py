@@ -12,18 +12,17 @@ where it is called: never inside a timed call, whose temporaries would fault in 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from typing import Any
 
 
 @functools.cache
 def _malloc_trim() -> Any:
-    name = ctypes.util.find_library("c")
+    # The process's own symbols, where the C library is loaded already: finding it by name
+    # (ctypes.util.find_library) runs `ldconfig -p`, a subprocess in every worker.
     try:
-        libc = ctypes.CDLL(name)
-        return libc.malloc_trim  # glibc only: elsewhere there is nothing to call
-    except (OSError, AttributeError, TypeError):
+        return ctypes.CDLL(None).malloc_trim  # glibc only: elsewhere there is nothing to call
+    except (OSError, AttributeError):
         return None
 
 
