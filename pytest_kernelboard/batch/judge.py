@@ -132,7 +132,8 @@ def judge_many(
     check_mode(mode)
     task, root = find_task(leaderboard, root)
     candidates = list(candidates)
-    if judged_here(gpus) if gpus is not None else at_most_one_gpu():
+    # A single-GPU judge's zygote (a multi-GPU case's ranks are forked by one of their own).
+    if not task.multi_gpu and (judged_here(gpus) if gpus is not None else at_most_one_gpu()):
         launch.prestart_zygote()  # its torch import beside this process's, which comes next
     devices = list(gpus) if gpus is not None else visible_gpus()
     if judged_here(devices):
