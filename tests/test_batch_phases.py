@@ -126,7 +126,7 @@ def test_pausing_the_other_workers_walks_their_trees_and_stops_them_all(monkeypa
     import subprocess
     import sys
 
-    from pytest_kernelboard.supervisor import pausing
+    from pytest_kernelboard.supervisor import pausing, proctree
     from pytest_kernelboard.supervisor.proctree import process_state, read_snapshot
 
     readings = []
@@ -135,7 +135,7 @@ def test_pausing_the_other_workers_walks_their_trees_and_stops_them_all(monkeypa
         readings.append(1)
         return read_snapshot()
 
-    monkeypatch.setattr(pausing, "read_snapshot", counted)
+    monkeypatch.setattr(proctree, "read_snapshot", counted)
     # Processes that read as workers: their command lines name the worker's module.
     sleeper = [
         sys.executable,

@@ -7,8 +7,8 @@ the same moments; each turn pair gives a ratio, and the ratios' spread is the sp
 On a 2-core CPU machine the same code's ratio moved 0.53 - 1.36 timed one episode each and
 0.98 - 1.03 in turns of 25 calls (benchmarks/probes/interleave.py, docs/benchmarks.md).
 
-Six pairs' spread is itself a rough number (five degrees of freedom): now and then it reads a
-third of its true size, and the speedup's interval with it. The turns' noise is the host's and
+A case's ten pairs' spread is itself a rough number (nine degrees of freedom): now and then it
+reads half its true size, and the speedup's interval with it. The turns' noise is the host's and
 the case's more than the candidate's, so a run pools it over the candidates it has timed in
 turns on the case (TurnNoise), and a candidate's interval is at least as wide as the pooled
 spread says. On an H200, 30 copies of a host-bound problem's own code timed in turns read

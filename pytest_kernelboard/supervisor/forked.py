@@ -30,7 +30,7 @@ from typing import Any
 
 from ..channel.cage import MAX_RANKS
 from . import gpu_view, sandbox
-from .proctree import descendants
+from .proctree import process_tree
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
 START_TIMEOUT_S = 120.0  # the zygote's own torch import, on a busy machine
@@ -372,7 +372,7 @@ def zygote_pids() -> list[int]:
         zygotes = [z for z in _zygotes.values() if z is not None]
     pids: set[int] = set()
     for zygote in zygotes:
-        pids |= descendants(zygote.process.pid) or {zygote.process.pid}
+        pids |= process_tree(zygote.process.pid)
     return sorted(pids)
 
 

@@ -132,6 +132,12 @@ class WorkerLaunch:
                 shutil.rmtree(folder, ignore_errors=True)
         self.stage_slot = self.outbox = None
 
+    def abandon(self) -> None:
+        """A launch that never started: its socket pair closed, its home removed."""
+        self.parent_end.close()
+        self.child_end.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
     def _zygote(self) -> forked.Zygote | None:
         """The judge's zygote this worker is forked from (started on first use), by its folders,
         network and GPUs; None where there is none."""
@@ -214,9 +220,7 @@ def prestart_zygote() -> None:
     try:
         launch._zygote()
     finally:
-        launch.parent_end.close()
-        launch.child_end.close()
-        shutil.rmtree(launch.home, ignore_errors=True)
+        launch.abandon()
 
 
 def start_case(world_size: int, launcher: Launcher | None = None) -> list[WorkerLaunch]:
@@ -229,9 +233,7 @@ def start_case(world_size: int, launcher: Launcher | None = None) -> list[Worker
     first = ranks[0]
     zygote = None
     if first.sandboxed and launcher is None:
-        zygote = forked.zygote_for(
-            cache_dirs(first.env), shm_manager.shm_manager_folders(), first._zygote_env()
-        )
+        zygote = first._zygote()
     see_leased_gpus(ranks, world_size)
     if zygote is not None:
         try:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .proctree import Snapshot, descendants, process_state, read_snapshot
+from .proctree import Snapshot, process_state, process_tree
 
 # A worker started on its own runs worker.main; one forked from the zygote keeps the zygote's
 # command line.
@@ -28,11 +28,8 @@ _STOPPED_OR_GONE = frozenset({"T", "t", "Z", "X", None})
 
 def python_processes(root_pid: int, snapshot: Snapshot | None = None) -> list[int]:
     """The worker's own Python process under `root_pid` (bwrap's children, or itself), found
-    in `snapshot`, or by walking the tree from its root (proctree.descendants)."""
-    tree = snapshot.tree(root_pid) if snapshot is not None else descendants(root_pid)
-    if tree is None:  # the kernel lists no children: every process of the host, read once
-        snapshot = read_snapshot()
-        tree = snapshot.tree(root_pid) if snapshot is not None else frozenset()
+    in `snapshot`, or by walking the tree from its root (proctree.process_tree)."""
+    tree = snapshot.tree(root_pid) if snapshot is not None else process_tree(root_pid)
     found = []
     for pid in sorted(tree):
         try:

@@ -119,6 +119,16 @@ def process_state(pid: int, proc: Path = PROC) -> str | None:
     return info.state if info is not None else None
 
 
+def process_tree(root: int) -> frozenset[int]:
+    """root and all its descendants: its children files walked (descendants), or, where the
+    kernel keeps none, every process of the host read once (a Snapshot)."""
+    tree = descendants(root)
+    if tree is None:
+        snapshot = read_snapshot()
+        tree = snapshot.tree(root) if snapshot is not None else frozenset()
+    return tree
+
+
 def descendants(root: int, proc: Path = PROC) -> frozenset[int] | None:
     """root and all its descendants, read from each one's own threads' `children` files: a few
     reads for a worker's tree where a Snapshot reads every process of the host (25 ms on a GPU
