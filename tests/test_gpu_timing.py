@@ -123,9 +123,10 @@ def test_side_stream_work_is_timed_at_its_true_cost(pytester, copy_repo):
     assert plain > 50, means  # 512 MiB moved: far above any launch overhead
     for hidden in ("side_at_import", "side_per_call"):
         assert means[hidden] == pytest.approx(plain, rel=0.05), means
-    # Every worker times an empty call exactly like a real one: the harness's own floor.
+    # Every worker times an empty call exactly like a real one: the harness's own floor, 2.2 - 3
+    # us on an H200 and more on a loaded host, far below the 125 us call.
     for evaluation in doc["evaluations"]:
         (case,) = [c for c in evaluation["cases"] if c["kind"] == "benchmark"]
         who = evaluation["submission"]["author"]
         how = {k: case["timing"].get(k) for k in ("event_overhead_us", "blocked_calls", "n")}
-        assert case["timing"]["event_overhead_us"] < 3.0, (who, how, case["timing"])
+        assert case["timing"]["event_overhead_us"] < 4.0, (who, how, case["timing"])
