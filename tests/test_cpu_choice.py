@@ -87,3 +87,41 @@ def test_a_check_call_puts_the_worker_back_on_every_cpu():
     assert len(seen["pinned"]) == 1 and seen["pinned"][0] in allowed
     assert seen["after_check"] == allowed
     assert seen["case"] == "" and seen["output"] == 2
+
+
+NAMED_CPU_PROGRAM = """
+import json, os
+from pytest_kernelboard.worker.main import Worker
+worker = Worker(conn=None)
+allowed = sorted(os.sched_getaffinity(0))
+worker.timer._cpus = frozenset(allowed)  # on a CPU machine the worker never pins
+seen = {}
+worker.timer._enter_case("benchmark[0]", cpu=allowed[-1])
+seen["named"] = sorted(os.sched_getaffinity(0))
+worker.timer._enter_case("benchmark[0]", cpu=allowed[0])  # the same case, another CPU named
+seen["renamed"] = sorted(os.sched_getaffinity(0))
+worker.timer.leave_timing_cpu()
+worker.timer._enter_case("benchmark[1]", cpu=max(allowed) + 1)  # not one it may use
+seen["unusable"] = sorted(os.sched_getaffinity(0))
+print(json.dumps(seen))
+"""
+
+
+@needs_affinity
+def test_a_worker_times_on_the_cpu_the_judge_names_where_it_may_use_it():
+    """A case timed in turns runs both workers' calls on the CPU the reference's chose
+    (evaluation/paired.py): a named CPU replaces the worker's own probe."""
+    import json
+    import subprocess
+    import sys
+
+    allowed = sorted(cpu_choice.allowed_cpus())
+    if len(allowed) < 2:
+        pytest.skip("one CPU: there is nothing to choose between")
+    done = subprocess.run(
+        [sys.executable, "-c", NAMED_CPU_PROGRAM], capture_output=True, text=True, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["named"] == [allowed[-1]]
+    assert seen["renamed"] == [allowed[0]]
+    assert len(seen["unusable"]) == 1 and seen["unusable"][0] in allowed  # its own choice

@@ -119,13 +119,16 @@ def test_pooled_turns_keep_every_sample_and_sum_their_counts():
 class TurnsOf:
     """A judge whose every turn reads `us` a call; it notes who timed which inputs when."""
 
-    def __init__(self, name: str, us: float, log: list, fail_on_turn: int | None = None):
-        self.name, self.us, self.log = name, us, log
+    def __init__(
+        self, name: str, us: float, log: list, fail_on_turn: int | None = None, cpu: int = 7
+    ):
+        self.name, self.us, self.log, self.cpu = name, us, log, cpu
         self.fail_on_turn = fail_on_turn
         self.pool = SimpleNamespace(quiet=_nothing)
         self.closed = self.released = 0
         self.is_stopped = False
         self.stopped_while: list[bool] = []  # the other side's state at each of its turns
+        self.cpus_asked: list[int | None] = []  # the CPU each of its turns was told to time on
 
     @contextmanager
     def stopped(self):
@@ -138,14 +141,17 @@ class TurnsOf:
     def worker(self):
         return None
 
-    def time_case(self, case, plan, timeout_s, progress=None, first_call=1):
+    def time_case(self, case, plan, timeout_s, progress=None, first_call=1, cpu=None):
         self.stopped_while.append(self.other.is_stopped)
+        self.cpus_asked.append(cpu)
         turn = sum(1 for who, *_ in self.log if who == self.name)
         self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
         if turn == self.fail_on_turn:
             raise WorkerFailure("crashed", "the reference's worker exited with code 139")
         calls = plan.rule.max_samples
-        return Measurement(clock="host", samples_us=[self.us] * calls, checked_calls=calls)
+        measured = Measurement(clock="host", samples_us=[self.us] * calls, checked_calls=calls)
+        measured.cpus = {self.cpu if cpu is None else cpu}
+        return measured
 
     def close(self):
         self.closed += 1
@@ -171,7 +177,7 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     candidate.other, reference.other = reference, candidate
     timing = PairedTiming(candidate, reference, 60.0, pairs=4, calls=3)
     measured = timing(None, PLAN, 60.0)
-    assert [who for who, *_ in log] == ["candidate", "reference", "reference", "candidate"] * 2
+    assert [who for who, *_ in log] == ["reference", "candidate", "candidate", "reference"] * 2
     firsts = [first for _, first, *_ in log]
     assert (
         firsts
@@ -189,6 +195,26 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     assert reference.released == 1  # its windows let go once the turns are over
     # The candidate's worker is stopped through every turn of the reference's, and only then.
     assert reference.stopped_while == [True] * 4 and candidate.stopped_while == [False] * 4
+    # Both sides on one CPU: the one the reference's worker chose in its first turn.
+    assert reference.cpus_asked == [None] * 4 and candidate.cpus_asked == [7] * 4
+    assert measured.cpus == {7}
+
+
+def test_a_reference_on_no_one_cpu_leaves_the_candidate_its_own_choice():
+    log: list = []
+    candidate, reference = TurnsOf("candidate", 50.0, log), TurnsOf("reference", 100.0, log)
+    candidate.other, reference.other = reference, candidate
+    reference.cpu = -1
+    original = reference.time_case
+
+    def on_no_cpu(*args, **kwargs):  # a CPU judge, or a worker that could not pin
+        measured = original(*args, **kwargs)
+        measured.cpus = set()
+        return measured
+
+    reference.time_case = on_no_cpu
+    PairedTiming(candidate, reference, 60.0, pairs=2, calls=3)(None, PLAN, 60.0)
+    assert candidate.cpus_asked == [None, None]
 
 
 def test_a_reference_worker_failing_a_turn_leaves_the_candidate_timed_alone():
@@ -324,12 +350,17 @@ def test_the_reference_s_own_code_in_turns_ties_it(tmp_path):
     assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
 
 
+# It burns a CPU with the GIL let go (hashlib hashes a large buffer without it): a thread that
+# held the GIL would slow the worker's own timed calls, which the judge's clock check fails.
 BURNER = """
+import hashlib
 import threading
+
+_BLOCK = bytes(1 << 20)
 
 def _burn():
     while True:
-        pass
+        hashlib.sha256(_BLOCK).digest()
 
 threading.Thread(target=_burn, daemon=True).start()
 
@@ -343,9 +374,10 @@ def test_a_candidate_s_worker_is_stopped_while_the_reference_is_timed_without_tu
     # A thread left spinning in the candidate's worker would load the host under the
     # reference's calls; it is stopped with the rest of the worker (SubmissionJudge.stopped).
     states: list[str] = []
-    outcome = judged_in_turns(tmp_path, BURNER, states, pair_every_case=False)
+    # No turns (pairs=0): on a GPU this host-bound case would otherwise be timed in turns.
+    outcome = judged_in_turns(tmp_path, BURNER, states, pair_every_case=False, pairs=0)
     assert outcome.passed, outcome.message
-    assert "turns" not in outcome.timing  # on a CPU no case is host-bound: timed alone
+    assert "turns" not in outcome.timing
     assert states and set(states) <= STOPPED, states
 
 

@@ -10,8 +10,10 @@ Each turn is a whole timing loop of its worker (SubmissionJudge.time_case): warm
 inputs, every output verified. The candidate's worker is stopped through the reference's turns
 (SubmissionJudge.stopped): a thread it left running could otherwise load the host or the GPU
 under the reference's calls and read faster. Turn pair k gives both sides the same inputs, which no earlier
-call of either worker saw. The pairs go candidate-reference, reference-candidate, ... so that
-neither side always runs first.
+call of either worker saw. The pairs go reference-candidate, candidate-reference, ... so that
+neither side always runs first. Both sides time on one CPU, the one the reference's worker chose
+in its first turn (the candidate's worker is told it; worker/cpu_choice.py): a host-bound call's
+time depends on the CPU it runs on, and two CPUs of one host can differ by half.
 """
 
 from __future__ import annotations
@@ -105,22 +107,24 @@ class PairedTiming:
         started = time.perf_counter()
         mine: list[Measurement] = []
         theirs: list[Measurement] = []
+        cpu: int | None = None  # the CPU the reference's worker times on, once it has
         try:
             self._reference_ready()  # its worker started before the turns, not inside one
             with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
                 for pair in range(self.pairs):
                     first_call = 1 + pair * STRIDE
                     turn_plan = self._turn_plan(plan, timeout_s, later=pair > 0)
-                    for candidate_turn in (True, False) if pair % 2 == 0 else (False, True):
+                    for candidate_turn in (False, True) if pair % 2 == 0 else (True, False):
                         if candidate_turn:
                             left = max(timeout_s - (time.perf_counter() - started), 0.001)
                             mine.append(
                                 self.candidate.time_case(
-                                    case, turn_plan, left, progress, first_call
+                                    case, turn_plan, left, progress, first_call, cpu
                                 )
                             )
                         else:
                             theirs.append(self._reference_turn(case, turn_plan, first_call))
+                            cpu = _only(theirs[0].cpus)
         except _ReferenceFailed as failed:
             return self._alone(case, plan, timeout_s, progress, failed.cause, started)
         self.reference_judge.release_cached_memory(windows=True)
@@ -192,6 +196,11 @@ class PairedTiming:
         self.reference_judge.close()
         left = max(timeout_s - (time.perf_counter() - started), 0.001)
         return self.candidate.time_case(case, plan, left, progress)
+
+
+def _only(cpus: set[int]) -> int | None:
+    """The one CPU a timing ran on; None where it ran on none in particular or on several."""
+    return next(iter(cpus)) if len(cpus) == 1 else None
 
 
 def _rounded(value: float | None) -> float | None:

@@ -638,15 +638,18 @@ class SubmissionJudge:
         timeout_s: float,
         progress: Progress | None = None,
         first_call: int = 1,
+        cpu: int | None = None,
     ) -> Measurement:
         """The case's timed calls in this judge's worker. first_call: the index of the first
         call's input; a turn of a case timed in turns (evaluation/paired.py) starts past 1, and
-        what it takes does not set how many inputs the next judge makes ahead."""
+        what it takes does not set how many inputs the next judge makes ahead. cpu: the CPU the
+        worker times them on, where it may use it (a turn's: the reference's worker's); None:
+        the worker's own choice (worker/cpu_choice.py)."""
         worker = self.worker()
         # No spare worker starts (on the device, on the CPUs) while the calibration's and the
         # case's calls are timed (WorkerPool.quiet).
         with self.pool.quiet():
-            return self._time_case(worker, case, plan, timeout_s, progress, first_call)
+            return self._time_case(worker, case, plan, timeout_s, progress, first_call, cpu)
 
     def _time_case(
         self,
@@ -656,6 +659,7 @@ class SubmissionJudge:
         timeout_s: float,
         progress: Progress | None,
         first_call: int = 1,
+        cpu: int | None = None,
     ) -> Measurement:
         if self._calibration is None and self.use_cuda:
             calibrating = time.perf_counter()
@@ -673,6 +677,7 @@ class SubmissionJudge:
         frugal: bool | None = None  # decided on the first timed call's input
         scrub_waits: list[float] = []
         named = case_name(case)  # the worker keeps per-case state under it
+        on_cpu = {} if cpu is None else {"cpu": cpu}
 
         def request_time(
             pristine: Any, flush_bytes: int, remaining_s: float, warm: bool = False
@@ -686,7 +691,10 @@ class SubmissionJudge:
             # warm call, which helps only right before the timed one.
             scrub_waits.append(scrubbing.QUEUE.wait())
             # Before the input is sent: the warm call must not be able to reach it.
-            warmed = warm and worker.request(Op.WARM, remaining_s, case=named).payload["warmed"]
+            warmed = (
+                warm
+                and worker.request(Op.WARM, remaining_s, case=named, **on_cpu).payload["warmed"]
+            )
             sent = worker.private_copy(pristine)
             self._expect_reply(worker, named, frugal)  # the reference's workers check nothing first
             self.settle()
@@ -701,6 +709,7 @@ class SubmissionJudge:
                     keep=warm,
                     frugal=frugal,
                     host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
+                    **on_cpu,
                 )
             payload = outside_clock.judged_times(reply, self._round_trip_us, self.use_cuda)
             payload["output"] = own(reply)

@@ -97,6 +97,7 @@ class Worker:
         preroll_us: float = 0.0,
         case: str = "",
         keep: bool = False,
+        cpu: int = -1,
     ) -> dict:
         """One timed call (Timer.time_call), on the worker's own copy of the inputs: memory
         mapped from the judge through CUDA IPC is not what a kernel normally reads, and the
@@ -104,7 +105,14 @@ class Worker:
         that copy already (plain device memory the worker alone writes), and a second one
         would double the inputs' memory."""
         reply = self.timer.time_call(
-            self.kernel, data, flush_bytes, preroll_us, case, keep, copy_input=not self.windows
+            self.kernel,
+            data,
+            flush_bytes,
+            preroll_us,
+            case,
+            keep,
+            copy_input=not self.windows,
+            cpu=cpu,
         )
         reply["output"] = self._sendable(reply["output"])
         post_us = self.timer.since_synchronized_us()  # packing the output: for messages
@@ -112,8 +120,8 @@ class Worker:
             reply["post_us"] = post_us
         return reply
 
-    def warm(self, case: str) -> dict:
-        return self.timer.warm(self.kernel, case)
+    def warm(self, case: str, cpu: int = -1) -> dict:
+        return self.timer.warm(self.kernel, case, cpu)
 
     def calibrate(self, flush_bytes: int, launch_allowance_us: float, calls: int = 30) -> dict:
         return self.timer.calibrate(flush_bytes, launch_allowance_us, calls)

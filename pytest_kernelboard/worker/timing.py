@@ -176,6 +176,7 @@ class Timer:
         case: str = "",
         keep: bool = False,
         copy_input: bool = True,
+        cpu: int = -1,
     ) -> dict:
         """One timed call: flush L2, hold the stream, events around the call, streams joined.
 
@@ -188,8 +189,9 @@ class Timer:
         flush's enqueue to the call's return: what a pre-roll has to cover.
 
         GPU only: the first request of each `case` (the judge names it) moves the calling
-        thread to the CPU the judge keeps for timed calls, else to the fastest it may use
-        (worker/cpu_choice.py). With `keep`, a pristine copy of the input
+        thread to the CPU the judge keeps for timed calls, else to `cpu` where the judge names
+        one this worker may use, else to the fastest it may use (worker/cpu_choice.py). With
+        `keep`, a pristine copy of the input
         is kept, once per case, for the `warm` requests that come before the next timed calls.
         `copy_input`: the call runs on a copy of its own (not where the inputs came through the
         inbound window, which is that copy). The reply's `output` is the call's own.
@@ -231,7 +233,7 @@ class Timer:
         # memory the worker alone writes), and a second one would double the inputs' memory.
         if copy_input:
             data = clone_data(data)
-        self._enter_case(case)
+        self._enter_case(case, cpu)
         if not keep:
             self._warm_input = None
         elif self._warm_input is None:
@@ -301,13 +303,17 @@ class Timer:
         judge's own clock ranks): the worker's report `post_us` of what followed the call."""
         return (_clock() - self._last_synchronized) * 1e6 if self.cuda else None
 
-    def _enter_case(self, case: str) -> None:
+    def _enter_case(self, case: str, cpu: int = -1) -> None:
         """A new case: nothing kept from the last one, and its timed calls on the CPU the judge
-        keeps for them, else on the fastest this worker may use."""
-        if case == self._case:
+        keeps for them, else on `cpu` where the judge names one this worker may use (a case
+        timed in turns runs both sides on the CPU the reference's worker chose: a host-bound
+        call's time depends on its CPU), else on the fastest this worker may use."""
+        named = cpu if cpu in self._cpus else None
+        if case == self._case and (named is None or named == self._timing_cpu):
             return
-        self._case = case
-        self._warm_input = None
+        if case != self._case:
+            self._case = case
+            self._warm_input = None
         # A rank's calls run beside its case's other ranks, which would share the one kept CPU.
         if self._kept_cpu is not None and self.before_timed_call is None:
             try:
@@ -316,6 +322,13 @@ class Timer:
                 return
             except OSError:  # outside this process's cgroup: choose as where none is kept
                 self._kept_cpu = None
+        if named is not None:
+            try:
+                os.sched_setaffinity(0, {named})
+                self._timing_cpu = named
+                return
+            except OSError:  # taken away since (a cgroup's cpuset shrank): choose
+                pass
         if self._cpus:
             self._timing_cpu, _ = cpu_choice.choose_and_pin(self._cpus)
 
@@ -327,7 +340,7 @@ class Timer:
         self._case = ""
         self._warm_input = None
 
-    def warm(self, kernel: Callable[[Any], Any], case: str) -> dict:
+    def warm(self, kernel: Callable[[Any], Any], case: str, cpu: int = -1) -> dict:
         """One untimed call on a fresh copy of the case's kept input, so that the timed call the
         judge sends next finds its host path as warm as in a loop of calls.
 
@@ -337,7 +350,7 @@ class Timer:
         result cached by address, shape or content here cannot answer the timed call. Without a
         kept input (the case's first warm request) it does nothing.
         """
-        self._enter_case(case)
+        self._enter_case(case, cpu)
         if self._warm_input is None or not self.cuda:
             return {"warmed": False}
         kept = clone_data(self._warm_input)
