@@ -454,6 +454,8 @@ def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
     is_tied = tied(
         timing["rank_us"], timing["rank_ci95_us"], reference["rank_us"], reference["rank_ci95_us"]
     )
-    assert is_tied == tied_expected, (outcome.speedup, timing["turns"]["ratios"])
+    sides = (outcome.speedup, timing["turns"]["ratios"], timing.get("cpus"), reference.get("cpus"))
+    assert is_tied == tied_expected, sides
+    assert timing.get("cpus") == reference.get("cpus")  # both sides timed on one CPU
     if not tied_expected:
         assert outcome.speedup > 2.0  # one launch against forty
