@@ -34,21 +34,34 @@ from .result_model import (
 )
 from .summary import evaluation_summary
 
+MODIFIED = "+modified"  # after a commit: the harness's files differ from it
+
 
 @functools.cache
 def harness_commit() -> str | None:
     """The commit of the checkout the harness runs from, when it is one."""
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    return checkout_commit(Path(__file__).resolve().parent.parent)
+
+
+def checkout_commit(package: Path) -> str | None:
+    """HEAD of the checkout holding `package`, with MODIFIED appended where a file of the
+    package differs from it or is not in it: a run from uncommitted code, or from a copy of a
+    newer tree beside an older `.git`, is not that commit's to reproduce."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=package, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if not head:
         return None
-    return result.stdout.strip() or None if result.returncode == 0 else None
+    changed = git("status", "--porcelain", "--", ".")
+    return head + MODIFIED if changed else head
 
 
 def _relative(path: Path, root: Path | None) -> str:
