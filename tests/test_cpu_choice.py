@@ -55,6 +55,22 @@ def test_the_probe_measures_real_work_on_this_cpu():
     assert 0.1 < took < 100_000  # microseconds of interpreter work, not zero, not seconds
 
 
+def in_a_worker(program: str) -> tuple[list[int], dict]:
+    """The CPUs this process may use, and what `program` (a worker made in a fresh Python, whose
+    threads' affinity is its own) printed last as JSON."""
+    import json
+    import subprocess
+    import sys
+
+    allowed = sorted(cpu_choice.allowed_cpus())
+    if len(allowed) < 2:
+        pytest.skip("one CPU: there is nothing to choose between")
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    return allowed, json.loads(done.stdout.strip().splitlines()[-1])
+
+
 WORKER_PROGRAM = """
 import json, os
 from pytest_kernelboard.worker.main import Worker
@@ -73,17 +89,7 @@ print(json.dumps({"pinned": pinned, "after_check": sorted(os.sched_getaffinity(0
 def test_a_check_call_puts_the_worker_back_on_every_cpu():
     """Pinned for a case's timed calls only: a check call starts the next case, and may build
     (nvcc, ninja, a Triton compile), which must not be held to one CPU."""
-    import json
-    import subprocess
-    import sys
-
-    allowed = sorted(cpu_choice.allowed_cpus())
-    if len(allowed) < 2:
-        pytest.skip("one CPU: there is nothing to choose between")
-    done = subprocess.run(
-        [sys.executable, "-c", WORKER_PROGRAM], capture_output=True, text=True, check=True
-    )
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    allowed, seen = in_a_worker(WORKER_PROGRAM)
     assert len(seen["pinned"]) == 1 and seen["pinned"][0] in allowed
     assert seen["after_check"] == allowed
     assert seen["case"] == "" and seen["output"] == 2
@@ -111,17 +117,7 @@ print(json.dumps(seen))
 def test_a_worker_times_on_the_cpu_the_judge_names_where_it_may_use_it():
     """A case timed in turns runs both workers' calls on the CPU the reference's chose
     (evaluation/paired.py): a named CPU replaces the worker's own probe."""
-    import json
-    import subprocess
-    import sys
-
-    allowed = sorted(cpu_choice.allowed_cpus())
-    if len(allowed) < 2:
-        pytest.skip("one CPU: there is nothing to choose between")
-    done = subprocess.run(
-        [sys.executable, "-c", NAMED_CPU_PROGRAM], capture_output=True, text=True, check=True
-    )
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    allowed, seen = in_a_worker(NAMED_CPU_PROGRAM)
     assert seen["named"] == [allowed[-1]]
     assert seen["renamed"] == [allowed[0]]
     assert len(seen["unusable"]) == 1 and seen["unusable"][0] in allowed  # its own choice
