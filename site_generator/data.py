@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - the standard library does the same, sl
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-from pytest_kernelboard import rankings
+from pytest_kernelboard import TIMING_METHOD, rankings
 from pytest_kernelboard.results.store import code_index, iter_records
 from pytest_kernelboard.results.summary import case_fast_p
 from pytest_kernelboard.spec.discovery import Catalog, load_catalog
@@ -158,8 +158,14 @@ class SiteData:
     code_paths: dict[str, Path]
 
     def boards_of(self, task: TaskSpec) -> list[Board]:
-        """The task's listed devices, then devices only local runs were made on (a preview)."""
-        listed = [self.boards[(task.name, device)] for device in task.gpus]
+        """The task's listed devices, then devices only local runs were made on (a preview).
+        Listed devices whose ranking this harness's own timing method made come first, else
+        in task.yml's order: a board opens on today's ranking, not on one whose runs want
+        re-measuring."""
+        listed = sorted(
+            (self.boards[(task.name, device)] for device in task.gpus),
+            key=lambda board: bool(board.ranking) and board.current_method != TIMING_METHOD,
+        )
         local_only = [
             board
             for (name, device), board in sorted(self.boards.items())

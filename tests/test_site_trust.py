@@ -335,3 +335,18 @@ def test_a_ranking_timed_by_an_older_method_than_this_harness_says_so(methods):
     assert "Timed by an older method." in a100
     assert f"this harness times by timing method {CURRENT}" in a100
     assert 'class="stale-method"' not in section(html, "dev-H100")
+
+
+def test_a_board_opens_on_the_device_ranked_by_this_harness_s_method(tmp_path):
+    """task.yml lists H100 before A100. With H100's runs timed by an older method and A100's
+    by this harness's, the board's first tab and the index tile's first device are A100's."""
+    root = store_copy(tmp_path)
+    for device, method in (("H100", OLDER), ("A100", CURRENT)):
+        for path in (root / "results" / "vecadd" / device).glob("*.json"):
+            edit(path, lambda doc, m=method: doc["harness"].update(timing_method=m))
+    build_site(root, tmp_path / "out", now=NOW)
+    html = (tmp_path / "out" / "lb" / "vecadd" / "index.html").read_text()
+    assert re.findall(r'role="tab" href="#(dev-[^"]+)"', html) == ["dev-A100", "dev-H100"]
+    index = (tmp_path / "out" / "index.html").read_text()
+    devices = re.findall(r'href="[^"]*vecadd/[^"#]*#(dev-[A-Za-z0-9]+)"', index)
+    assert devices[:1] == ["dev-A100"] and "dev-H100" in devices
