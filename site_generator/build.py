@@ -114,12 +114,7 @@ def stale_method(board: Board) -> str:
     """What the ranking's runs were timed by, where that is older than this harness's own
     timing method (empty otherwise): such runs still rank among themselves, and the board says
     they want re-measuring before a newcomer reads them as today's judge's numbers."""
-    if not board.ranking:
-        return ""
-    current = board.current_method
-    if current is not None and current >= TIMING_METHOD:
-        return ""
-    return method_text(current)
+    return method_text(board.current_method) if board.wants_remeasuring else ""
 
 
 class Paths:

@@ -123,6 +123,13 @@ class Board:
         same = [r for r in self.baselines if r.timing_method == self.current_method]
         self.reference = max(same, key=lambda r: r.created_at, default=None)
 
+    @property
+    def wants_remeasuring(self) -> bool:
+        """Whether the ranking's runs were timed by an older method than this harness's own
+        (or by none recorded): they rank among themselves, and the board says so."""
+        current = self.current_method
+        return bool(self.ranking) and (current is None or current < TIMING_METHOD)
+
     def ranking_for(self, method: int | None) -> list[rankings.RankedEntry]:
         """The ranking a run of this timing method is comparable with (empty when none)."""
         if method == self.current_method:
@@ -164,7 +171,7 @@ class SiteData:
         re-measuring."""
         listed = sorted(
             (self.boards[(task.name, device)] for device in task.gpus),
-            key=lambda board: bool(board.ranking) and board.current_method != TIMING_METHOD,
+            key=lambda board: board.wants_remeasuring,
         )
         local_only = [
             board

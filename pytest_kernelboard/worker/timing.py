@@ -316,21 +316,23 @@ class Timer:
             self._warm_input = None
         # A rank's calls run beside its case's other ranks, which would share the one kept CPU.
         if self._kept_cpu is not None and self.before_timed_call is None:
-            try:
-                os.sched_setaffinity(0, {self._kept_cpu})
-                self._timing_cpu = self._kept_cpu
+            if self._pin(self._kept_cpu):
                 return
-            except OSError:  # outside this process's cgroup: choose as where none is kept
-                self._kept_cpu = None
-        if named is not None:
-            try:
-                os.sched_setaffinity(0, {named})
-                self._timing_cpu = named
-                return
-            except OSError:  # taken away since (a cgroup's cpuset shrank): choose
-                pass
+            self._kept_cpu = None  # outside this process's cgroup: choose as where none is kept
+        if named is not None and self._pin(named):
+            return
         if self._cpus:
             self._timing_cpu, _ = cpu_choice.choose_and_pin(self._cpus)
+
+    def _pin(self, cpu: int) -> bool:
+        """The calling thread onto `cpu` for the case's timed calls; False where the process may
+        not use it (a cgroup's cpuset that shrank since)."""
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            return False
+        self._timing_cpu = cpu
+        return True
 
     def leave_timing_cpu(self) -> None:
         """Back on every CPU the worker may use; the next timed call starts a case again."""
