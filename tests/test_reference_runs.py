@@ -462,3 +462,124 @@ def test_one_reference_worker_can_be_asked_for_and_none_is_refused(pytester, plu
     refused.stderr.fnmatch_lines(
         ["*--kb-reference-workers*'0': a whole number of workers, 1 or more*"]
     )
+
+
+# ------------------------------------------------------------------------------ timed together
+
+
+def three_cases(task) -> list[Case]:
+    """Three timed cases of the addone fixture, told apart by index and size."""
+    return [Case(BENCHMARK, i, {**task.benchmarks[0], "size": 1024 << i}) for i in range(3)]
+
+
+class CountingMany(Counting):
+    def __init__(self, fails: int | None = None):
+        super().__init__()
+        self.batches: list[list[Case]] = []
+        self.fails = fails  # the index of a case the reference cannot be timed on
+
+    def measure_many(self, task, cases):
+        self.batches.append(list(cases))
+        return [
+            ReferenceUnavailable("out of memory") if c.index == self.fails else timing(50.0)
+            for c in cases
+        ]
+
+
+def test_the_cases_a_run_times_are_measured_together_once(repo):
+    task = addone(repo)
+    calls = CountingMany()
+    refs = ReferenceTimings(
+        devices.environment,
+        calls.measure,
+        calls.record,
+        lambda t: repo,
+        measure_many=calls.measure_many,
+    )
+    cases = three_cases(task)
+    for case in cases:  # each item asks for its own case; the first one's asking times all three
+        assert refs.get(task, case, cases).provenance["source"] == MEASURED
+    assert calls.batches == [cases] and calls.measured == []
+    assert calls.recorded == cases and refs.measured_cases == 3
+
+
+def test_a_case_settled_before_is_not_timed_again_with_the_others(repo):
+    task = addone(repo)
+    add_run(repo, reference_doc(task))  # the store has case 0
+    calls = CountingMany(fails=2)
+    refs = ReferenceTimings(
+        devices.environment,
+        calls.measure,
+        calls.record,
+        lambda t: repo,
+        measure_many=calls.measure_many,
+    )
+    stored, mid, failing = three_cases(task)
+    stored = bench_case(task)
+    assert refs.get(task, mid, [stored, mid, failing]).provenance["source"] == MEASURED
+    assert calls.batches == [[mid, failing]]
+    assert refs.get(task, stored).provenance["source"] == STORED
+    assert refs.get(task, failing) is None and refs.failure(task, failing) == "out of memory"
+    assert calls.batches == [[mid, failing]] and calls.recorded == [mid]
+
+
+def test_without_a_measure_for_many_each_case_is_measured_alone(repo):
+    task = addone(repo)
+    calls = Counting()
+    refs = references(repo, calls)
+    cases = three_cases(task)
+    refs.get(task, cases[0], cases)
+    assert calls.measured == cases  # one after another, each of them once
+    refs.get(task, cases[1], cases)
+    assert calls.measured == cases
+
+
+RECORD_REFERENCE_WORKERS = """
+import json, os
+from pytest_kernelboard.judge.core import SubmissionJudge
+
+time_case = SubmissionJudge.time_case
+
+
+def recording(judge, case, *args, **kwargs):
+    measured = time_case(judge, case, *args, **kwargs)
+    if judge.entry == "ref_kernel":
+        with open("reference_workers.jsonl", "a") as out:
+            out.write(json.dumps([case.id, judge.worker().process.pid]) + "\\n")
+    return measured
+
+
+SubmissionJudge.time_case = recording
+"""
+
+
+def test_a_ranked_run_starts_the_reference_s_workers_once_for_all_its_timed_cases(
+    pytester, plugin_repo
+):
+    """Three timed cases, the reference timed in three workers: the first timed item times the
+    reference on all three, each of its three fresh workers timing every case (nine fresh
+    workers before, one set for each case: a GPU's CUDA context and start each)."""
+    from pytest_kernelboard.plugin import RANKED_REFERENCE_WORKERS
+
+    task_yml = plugin_repo / "leaderboards" / "addone" / "task.yml"
+    big = '  - {"size": 4096, "seed": 13, "flag": false, "label": "big"}\n'
+    more = big.replace("4096", "2048").replace("big", "mid").replace("13", "14")
+    more += big.replace("4096", "1024").replace("big", "small").replace("13", "15")
+    task_yml.write_text(task_yml.read_text().replace(big, big + more))
+    pytester.makeconftest(RECORD_REFERENCE_WORKERS)
+    result = pytester.runpytest_subprocess(
+        "--kb-mode", "leaderboard", "--kb-precision", "0.2", "--kb-results", "out.json", ALICE
+    )  # fmt: skip
+    result.assert_outcomes(passed=5)
+    rows = [json.loads(line) for line in (pytester.path / "reference_workers.jsonl").open()]
+    by_case: dict[str, list[int]] = {}
+    for case_id, pid in rows:
+        by_case.setdefault(case_id, []).append(pid)
+    assert len(by_case) == 3
+    pids = list(by_case.values())
+    assert all(len(set(each)) == RANKED_REFERENCE_WORKERS for each in pids)
+    assert pids[0] == pids[1] == pids[2]  # the same three workers, each timing every case
+    doc = json.loads((pytester.path / "out.json").read_text())
+    by_author = {e["submission"]["author"]: e for e in doc["evaluations"]}
+    timed = [c for c in by_author["alice"]["cases"] if c["kind"] == BENCHMARK]
+    assert len(timed) == 3 and all(c["speedup"] for c in timed)

@@ -114,7 +114,12 @@ class JudgingSession:
             self.recorder.record_reference,
             lambda task: find_repo_root(task.root),
             remeasure=remeasure_reference,
+            measure_many=None if measure_reference else self.measure_references,
         )
+        # Per leaderboard, the timed cases (ReferenceTimings.key) this run will judge, where
+        # the front-end knows them (pytest without xdist): the reference is timed on them
+        # together, its workers started once for all. None: each case's on its own.
+        self.timed_cases: dict[str, set[tuple[str, str]]] | None = None
 
     @property
     def use_cuda(self) -> bool:
@@ -155,6 +160,14 @@ class JudgingSession:
         """The run's pooled noise of the turns timed on the case (stats/paired.py)."""
         with self._lock:
             return self._turn_noise.setdefault(ReferenceTimings.key(task, case), TurnNoise())
+
+    def timed_alongside(self, task: TaskSpec, cases: Sequence[Case]) -> list[Case]:
+        """Of `cases`, those this run will time (timed_cases), whose reference is timed with
+        any one of them; none where the run did not say."""
+        if self.timed_cases is None:
+            return []
+        chosen = self.timed_cases.get(task.name, set())
+        return [case for case in cases if ReferenceTimings.key(task, case) in chosen]
 
     def seeds_for(self, task: TaskSpec) -> dict[str, int] | None:
         """Fresh per-run seeds in leaderboard mode (recorded in the results), else task.yml's."""

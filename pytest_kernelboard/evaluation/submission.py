@@ -203,13 +203,16 @@ class SubmissionEvaluation:
 
     def _reference_found(self, case: Case) -> ReferenceTiming | None:
         """The reference's timing of the case (ReferenceTimings.get). Where the run times it
-        now, this evaluation's worker is stopped meanwhile (SubmissionJudge.stopped): nothing
-        of the submission runs beside the reference's calls to slow them."""
+        now, it times the run's other timed cases of this evaluation with it (the reference's
+        workers start once for all, session.timed_alongside), and this evaluation's worker is
+        stopped meanwhile (SubmissionJudge.stopped): nothing of the submission runs beside the
+        reference's calls to slow them."""
         references, judge = self.session.references, self._judge
         if references.settled(self.task, case) or not isinstance(judge, SubmissionJudge):
             return references.get(self.task, case)
+        alongside = self.session.timed_alongside(self.task, self.cases())
         with judge.stopped():
-            return references.get(self.task, case)
+            return references.get(self.task, case, alongside)
 
     def _workers_for(self, outcome: CaseOutcome) -> tuple[int, str]:
         """How many fresh workers time a passed case in all, and why more than one: the

@@ -33,6 +33,7 @@ from ..presentation import (
     one_call,
 )
 from ..results.records import MODES, read_run, write_run
+from ..results.reference_runs import ReferenceTimings
 from ..spec.cases import TEST, Case
 from ..spec.discovery import (
     LEADERBOARDS_DIR,
@@ -336,6 +337,7 @@ class SubmissionNode(pytest.Collector):
                 # A case that fails or is not run times nothing: its verdict says why, and
                 # pytest-benchmark's warning that the fixture went unused would only repeat it.
                 item.add_marker(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"))
+            item.case = case  # the plugin's timed_cases reads which case an item judges
             yield item
 
     def run_case(self, case: Case) -> None:
@@ -413,6 +415,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     state.session.pool.expect(workers_needed(session.items, state.mode))
     state.session.pool.prestart()
+    if xdist_worker(session.config) is None:  # under xdist a process runs only some of them
+        state.session.timed_cases = timed_cases(session.items)
+
+
+def timed_cases(items: list[pytest.Item]) -> dict[str, set[tuple[str, str]]]:
+    """Per leaderboard, the timed cases the selected items judge (ReferenceTimings.key): where
+    the run times the reference, it times it on these together (JudgingSession.timed_alongside)."""
+    chosen: dict[str, set[tuple[str, str]]] = {}
+    for item in items:
+        case = getattr(item, "case", None)
+        node = item.parent
+        if case is not None and case.kind != TEST and isinstance(node, SubmissionNode):
+            chosen.setdefault(node.task.name, set()).add(ReferenceTimings.key(node.task, case))
+    return chosen
 
 
 def workers_needed(items: list[pytest.Item], mode: str) -> int:

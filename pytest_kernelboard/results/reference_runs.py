@@ -20,7 +20,7 @@ random values. A case with no stored timing is measured in the run (and filed wi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,12 +164,21 @@ class ReferenceUnavailable(Exception):
     """The reference could not be timed on a case; the message says why."""
 
 
+# Several cases' reference timings in one go: per case a timing, None, or why it has none.
+MeasureMany = Callable[
+    [TaskSpec, Sequence[Case]], Sequence["dict[str, Any] | None | ReferenceUnavailable"]
+]
+
+
 class ReferenceTimings:
     """Per pytest run: each case's reference timing, from the store or measured once here.
 
     `measure(task, case)` times the reference in this run (None, or ReferenceUnavailable with
     the reason, when it cannot be timed); `on_measured(task, case, timing)` records a fresh
-    measurement in the run's document.
+    measurement in the run's document. `measure_many(task, cases)`, where given, times several
+    cases in one go (per case a timing, None, or ReferenceUnavailable): each of the reference's
+    fresh workers times them all, so a run that times the reference in three workers starts
+    three for a leaderboard, not three for each of its cases.
     """
 
     def __init__(
@@ -179,9 +188,11 @@ class ReferenceTimings:
         on_measured: Callable[[TaskSpec, Case, dict[str, Any]], None],
         store_root: Callable[[TaskSpec], Path | None],
         remeasure: bool = False,
+        measure_many: MeasureMany | None = None,
     ):
         self._environment = environment
         self._measure = measure
+        self._measure_many = measure_many
         self._on_measured = on_measured
         self._store_root = store_root
         self.remeasure = remeasure
@@ -206,27 +217,49 @@ class ReferenceTimings:
             )
         return self._stored[task.name]
 
-    def get(self, task: TaskSpec, case: Case) -> ReferenceTiming | None:
+    def get(
+        self, task: TaskSpec, case: Case, alongside: Sequence[Case] = ()
+    ) -> ReferenceTiming | None:
         """The case's reference timing: stored if a matching reference run has it, else timed
-        now (once per run and case)."""
+        now (once per run and case). Where it is timed now, so are the cases of `alongside`
+        that nothing has settled yet (the other timed cases the run will judge), in the same
+        workers (`measure_many`)."""
         key = self.key(task, case)
         if key not in self._timings:
             stored = self._stored_for(task).get(key[1])
             if stored is not None:
                 self._timings[key] = stored
             else:
-                try:
-                    timing = self._measure(task, case)
-                except ReferenceUnavailable as exc:
-                    timing, self._failures[key] = None, str(exc)
-                self._timings[key] = None
-                if timing is not None:
-                    self.measured_cases += 1
-                    self._on_measured(task, case, timing)
-                    self._timings[key] = ReferenceTiming(
-                        timing, self.identity(task).provenance(MEASURED)
-                    )
+                together = {key: case}
+                for other in alongside:
+                    if other.kind == case.kind and not self.settled(task, other):
+                        together.setdefault(self.key(task, other), other)
+                self._measure_now(task, list(together.values()))
         return self._timings[key]
+
+    def _measure_now(self, task: TaskSpec, cases: list[Case]) -> None:
+        """Time the reference on `cases` in this run and keep each case's timing or failure."""
+        results: list[dict[str, Any] | None | ReferenceUnavailable]
+        if self._measure_many is not None and len(cases) > 1:
+            results = list(self._measure_many(task, cases))
+        else:
+            results = []
+            for case in cases:
+                try:
+                    results.append(self._measure(task, case))
+                except ReferenceUnavailable as exc:
+                    results.append(exc)
+        for case, result in zip(cases, results, strict=True):
+            key = self.key(task, case)
+            self._timings[key] = None
+            if isinstance(result, ReferenceUnavailable):
+                self._failures[key] = str(result)
+            elif result is not None:
+                self.measured_cases += 1
+                self._on_measured(task, case, result)
+                self._timings[key] = ReferenceTiming(
+                    result, self.identity(task).provenance(MEASURED)
+                )
 
     def settled(self, task: TaskSpec, case: Case) -> bool:
         """Whether the case's reference timing is known without timing it now (found in a
