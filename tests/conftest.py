@@ -70,7 +70,16 @@ def _runs_long(item: pytest.Item) -> bool:
 
 
 @pytest.fixture
-def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+def torch_imported() -> None:
+    """torch imported in this test process before pytester takes its snapshot of sys.modules:
+    a test that imports it afterwards (a results document asks torch for the device) would
+    otherwise see pytester drop torch's modules at its end, and the next test to import torch
+    would load its C extension a second time: a segmentation fault in the collector."""
+    import torch  # noqa: F401
+
+
+@pytest.fixture
+def pytester(torch_imported: None, pytester: pytest.Pytester) -> pytest.Pytester:
     """pytester whose nested `pytest` runs fork from a process that has imported torch
     (tests/forked_pytest.py): each is still a judge process of its own, without the import."""
     pytester.popen = functools.partial(forked_pytest.popen, pytester.popen)

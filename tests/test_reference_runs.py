@@ -274,6 +274,10 @@ def plugin_repo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
     # The inner pytest imports this checkout's plugin, not whichever one is installed.
     checkout = str(Path(__file__).resolve().parents[1])
     monkeypatch.setenv("PYTHONPATH", checkout)
+    # What these tests ask of is the run's own reference timing; on a GPU the fixture's tiny
+    # case is host-bound and would be timed in turns, whose reference timing is the turns' own
+    # (tests/test_paired_turns.py covers those).
+    monkeypatch.setenv("KERNELBOARD_PAIRED_TURNS", "0")
     shutil.copytree(FIXTURES / "core", pytester.path, dirs_exist_ok=True)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     return pytester.path
