@@ -496,16 +496,20 @@ class CountingMany(Counting):
         ]
 
 
-def test_the_cases_a_run_times_are_measured_together_once(repo):
-    task = addone(repo)
-    calls = CountingMany()
-    refs = ReferenceTimings(
+def references_many(repo: Path, calls: CountingMany) -> ReferenceTimings:
+    return ReferenceTimings(
         devices.environment,
         calls.measure,
         calls.record,
-        lambda t: repo,
+        lambda task: repo,
         measure_many=calls.measure_many,
     )
+
+
+def test_the_cases_a_run_times_are_measured_together_once(repo):
+    task = addone(repo)
+    calls = CountingMany()
+    refs = references_many(repo, calls)
     cases = three_cases(task)
     for case in cases:  # each item asks for its own case; the first one's asking times all three
         assert refs.get(task, case, cases).provenance["source"] == MEASURED
@@ -517,15 +521,9 @@ def test_a_case_settled_before_is_not_timed_again_with_the_others(repo):
     task = addone(repo)
     add_run(repo, reference_doc(task))  # the store has case 0
     calls = CountingMany(fails=2)
-    refs = ReferenceTimings(
-        devices.environment,
-        calls.measure,
-        calls.record,
-        lambda t: repo,
-        measure_many=calls.measure_many,
-    )
-    stored, mid, failing = three_cases(task)
-    stored = bench_case(task)
+    refs = references_many(repo, calls)
+    _, mid, failing = three_cases(task)
+    stored = bench_case(task)  # the stored run's case
     assert refs.get(task, mid, [stored, mid, failing]).provenance["source"] == MEASURED
     assert calls.batches == [[mid, failing]]
     assert refs.get(task, stored).provenance["source"] == STORED
