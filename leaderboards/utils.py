@@ -177,23 +177,25 @@ def verbose_allclose(
 
     Returns a list of messages, empty when everything matches. The shapes are checked
     first; NaN matches only NaN and an infinity only the same infinity. `atol` may also
-    be a tensor broadcastable to the shape (a per-element tolerance). Values are compared
-    in float64, so the received dtype does not matter here.
+    be a tensor broadcastable to the shape (a per-element tolerance; one that is not raises
+    ValueError, naming both shapes). Values are compared in float64, so the received dtype
+    does not matter here.
     """
     problems = _shape_problem(received, expected)
     if problems:
         return problems
     if received.device != expected.device:
         received = received.to(expected.device)
-    whole = False  # a tolerance that does not broadcast to the shape: compared in one block
-    if isinstance(atol, torch.Tensor):
-        atol = atol.to(device=expected.device, dtype=torch.float64)
     tolerance = atol  # per block: a tensor is broadcast to the shape, then sliced like it
     if isinstance(atol, torch.Tensor):
-        if torch.broadcast_shapes(atol.shape, expected.shape) == expected.shape:
+        atol = atol.to(device=expected.device, dtype=torch.float64)
+        try:
             tolerance = torch.broadcast_to(atol, expected.shape)
-        else:
-            whole = True
+        except RuntimeError:
+            raise ValueError(
+                f"atol of shape {tuple(atol.shape)} does not broadcast to the output's shape "
+                f"{tuple(expected.shape)}"
+            ) from None
 
     def compare(index: Any) -> dict[str, torch.Tensor]:
         rec = received[index].detach().to(torch.float64)
@@ -211,12 +213,7 @@ def verbose_allclose(
         bad = special_bad | (~special & ~close)
         return {"bad": bad, "diff": diff, "special": special, "nan": rec_nan & ~exp_nan}
 
-    if whole:
-        block = compare(Ellipsis)
-        count = int(block["bad"].sum())
-        wrong_blocks = [(Ellipsis, 0, count)] if count else []
-    else:
-        wrong_blocks = _wrong_per_block(expected, lambda index: compare(index)["bad"])
+    wrong_blocks = _wrong_per_block(expected, lambda index: compare(index)["bad"])
     if not wrong_blocks:
         return []
     # Only an output with wrong elements gets here: its blocks that have any are compared

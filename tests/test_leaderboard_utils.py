@@ -65,3 +65,28 @@ def test_a_right_output_in_many_blocks_waits_for_the_counts_once(utils, monkeypa
     assert utils.verbose_allclose(received, expected) == []
     assert utils.verbose_allequal(received, expected) == []
     assert reads == ["tolist", "tolist"]  # one read of every block's count, per comparison
+
+
+@pytest.mark.parametrize("atol_shape", [(2, 1), (3,)])
+def test_a_tolerance_that_does_not_broadcast_to_the_output_is_named(utils, atol_shape):
+    """A per-element tolerance must broadcast to the output's shape: one that broadcasts to a
+    larger shape, or not at all, is the check's own mistake, said as such (the judge then runs
+    the case for nobody, docs/timing.md), not an IndexError from inside the comparison."""
+    expected = torch.zeros(5)
+    received = expected.clone()
+    received[-1] = 0.5
+    with pytest.raises(
+        ValueError, match=r"atol of shape \(.*\) does not broadcast to the output's shape \(5,\)"
+    ):
+        utils.verbose_allclose(received, expected, atol=torch.full(atol_shape, 0.1))
+
+
+def test_a_per_element_tolerance_is_sliced_with_its_blocks(utils):
+    expected = torch.zeros(3 * utils.BLOCK_ELEMENTS)
+    received = expected.clone()
+    received[0] = received[-1] = 0.5
+    atol = torch.full_like(expected, 0.1)
+    atol[-1] = 1.0  # the last element's own tolerance holds its difference; the first's does not
+    messages = utils.verbose_allclose(received, expected, atol=atol)
+    assert messages[0].startswith(f"1 of {expected.numel()} elements differ")
+    assert messages[1].startswith("at (0,):")
