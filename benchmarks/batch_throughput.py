@@ -140,10 +140,18 @@ def verdict(record: dict[str, Any]) -> tuple[str, str | None, tuple[str, ...]]:
 
 
 def case_speedups(record: dict[str, Any]) -> dict[str, tuple[float, list[float]]]:
-    """Per benchmark case: (speedup, its interval from the case's ci95_us)."""
+    """Per benchmark case: (speedup, its interval), the interval the record gives the speedup
+    (`speedup_ci95`: both sides' noise, or a case timed in turns its pairs'). A record without
+    one: the reference's time over the case's interval, which holds only the candidate's noise
+    (and, for a case timed in turns, half the pairs': each side carries half)."""
     found = {}
     for case in record["cases"]:
-        if case["kind"] != "benchmark" or case["speedup"] is None or not case["ci95_us"]:
+        if case["kind"] != "benchmark" or case["speedup"] is None:
+            continue
+        if case.get("speedup_ci95"):
+            found[case["id"]] = (case["speedup"], list(case["speedup_ci95"]))
+            continue
+        if not case["ci95_us"]:
             continue
         reference, (low, high) = case["reference_us"], case["ci95_us"]
         interval = [reference / high if high > 0 else 0.0, reference / low if low > 0 else 1e30]

@@ -1,0 +1,79 @@
+"""benchmarks/batch_throughput.py's comparison of two judgings of one batch: a speedup is held
+against the other run's by the interval its record gives it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def batch_throughput(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import batch_throughput
+
+    return batch_throughput
+
+
+def record(speedup: float, interval: list[float] | None, status: str = "passed") -> dict:
+    """A candidate's record with one timed case, its time from the reference's 172.9 µs and a
+    candidate's interval half as wide as its speedup's (a case timed in turns: each side
+    carries half the pairs' interval)."""
+    reference_us = 172.9
+    time_us = reference_us / speedup
+    case = {
+        "kind": "benchmark",
+        "id": "big",
+        "speedup": speedup,
+        "reference_us": reference_us,
+        "time_us": time_us,
+        "ci95_us": [time_us * 0.96, time_us * 1.04],
+    }
+    if interval is not None:
+        case["speedup_ci95"] = interval
+    return {
+        "id": "slower-twice",
+        "status": status,
+        "correct": True,
+        "error_kind": None,
+        "flags": [],
+        "cases": [case],
+    }
+
+
+def test_speedups_are_held_by_the_intervals_the_records_give_them(batch_throughput):
+    # Two runs of one candidate timed in turns: 0.650 [0.573, 0.737] and 0.765 [0.702, 0.833]
+    # on an H200. Their speedup intervals overlap; the candidate's time intervals alone do not.
+    first = [record(0.650, [0.573, 0.737])]
+    second = [record(0.765, [0.702, 0.833])]
+    agreement = batch_throughput.compare_runs(first, second)
+    assert agreement["compared"] == 1 and agreement["untied"] == []
+    farther = batch_throughput.compare_runs(first, [record(0.900, [0.850, 0.950])])
+    assert farther["untied"] == [("slower-twice", 0.650, 0.900)]
+
+
+def test_a_record_without_a_speedup_interval_is_held_by_its_time_s(batch_throughput):
+    agreement = batch_throughput.compare_runs([record(0.650, None)], [record(0.765, None)])
+    assert agreement["untied"] == [("slower-twice", 0.650, 0.765)]  # ±4% each: apart
+
+
+def test_compare_batches_says_the_same(tmp_path):
+    runs = []
+    for name, speedup, interval in (("a", 0.650, [0.573, 0.737]), ("b", 0.765, [0.702, 0.833])):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(record(speedup, interval)) + "\n")
+        runs.append(str(path))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "compare_batches.py"), *runs],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 speedups compared: 0 not tied" in done.stdout
