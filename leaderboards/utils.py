@@ -129,7 +129,7 @@ def _wrong_per_block(
     limit = BLOCK_ELEMENTS_CUDA if expected.is_cuda else BLOCK_ELEMENTS
     blocks = list(_blocks(expected.shape, limit))
     counts = [wrong_in(index).sum() for index, _ in blocks]
-    found = torch.stack(counts).tolist() if len(counts) > 1 else [int(counts[0].item())]
+    found = torch.stack(counts).tolist()
     return [(index, offset, n) for (index, offset), n in zip(blocks, found, strict=True) if n]
 
 
@@ -211,7 +211,13 @@ def verbose_allclose(
         bound = bound + tol if isinstance(tol, torch.Tensor) else bound.add_(tol)
         close = diff <= bound
         bad = special_bad | (~special & ~close)
-        return {"bad": bad, "diff": diff, "special": special, "nan": rec_nan & ~exp_nan}
+        return {
+            "bad": bad,
+            "diff": diff,
+            "special": special,
+            "rec_nan": rec_nan,
+            "exp_nan": exp_nan,
+        }
 
     wrong_blocks = _wrong_per_block(expected, lambda index: compare(index)["bad"])
     if not wrong_blocks:
@@ -228,7 +234,7 @@ def verbose_allclose(
         if bool(finite_bad.any()):
             block_largest = float(block["diff"][finite_bad].max())
             largest = block_largest if largest is None else max(largest, block_largest)
-        nan_count += int(block["nan"].sum())
+        nan_count += int((block["rec_nan"] & ~block["exp_nan"]).sum())
     lines = wrong.report(received, expected, f"differ (rtol={rtol}, atol={_atol_text(atol)})")
     if largest is not None:
         lines.append(f"largest absolute difference: {_fmt(largest)}")

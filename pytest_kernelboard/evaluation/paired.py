@@ -124,7 +124,8 @@ class PairedTiming:
                             )
                         else:
                             theirs.append(self._reference_turn(case, turn_plan, first_call))
-                            cpu = _only(theirs[0].cpus)
+                            if len(theirs) == 1:  # its first turn chose the CPU
+                                cpu = _only(theirs[0].cpus)
         except _ReferenceFailed as failed:
             return self._alone(case, plan, timeout_s, progress, failed.cause, started)
         self.reference_judge.release_cached_memory(windows=True)
