@@ -31,6 +31,7 @@ from ..supervisor.pausing import paused
 from ..supervisor.pool import WorkerPool
 from . import gpu_budget, outside_clock
 from .builds import build_budget_failure, compile_timeout
+from .calibration import FULL_CALLS, OWN_WORKER, WARM_UP_CALLS, with_shared_figures
 from .diagnosis import diagnose
 from .hardware import leaderboard_note
 from .inputs_ahead import InputsAhead
@@ -663,14 +664,7 @@ class SubmissionJudge:
     ) -> Measurement:
         if self._calibration is None and self.use_cuda:
             calibrating = time.perf_counter()
-            self._calibration = worker.request(
-                Op.CALIBRATE,
-                STARTUP_TIMEOUT_S,
-                flush_bytes=plan.flush_bytes,
-                launch_allowance_us=LAUNCH_ALLOWANCE_US,
-            ).payload
-            # The judge bounds the pre-roll (stats/preroll.py); the bounded one is recorded.
-            self._calibration["preroll_us"] = preroll_for(self._calibration)
+            self._calibration = self._calibrate(worker, plan.flush_bytes)
             self.startup_s["calibrate"] += time.perf_counter() - calibrating
         preroll_us = preroll_for(self._calibration)
 
@@ -748,6 +742,28 @@ class SubmissionJudge:
             measurement.details["scrub_wait_ms"] = round(sum(scrub_waits) * 1e3, 3)
         self._last_call_us = None
         return measurement
+
+    def _calibrate(self, worker: WorkerProcess, flush_bytes: int) -> dict[str, Any]:
+        """The harness's own cost in this worker's timed calls (judge/calibration.py): in a
+        candidate's worker, the figures the reference's workers measured, where they have; else
+        the worker's own, which a reference worker's adds to them."""
+        shared = self.modules.calibration
+        figures = None if self.submission is None else shared.figures(flush_bytes)
+        own = worker.request(
+            Op.CALIBRATE,
+            STARTUP_TIMEOUT_S,
+            flush_bytes=flush_bytes,
+            launch_allowance_us=LAUNCH_ALLOWANCE_US,
+            calls=FULL_CALLS if figures is None else WARM_UP_CALLS,
+        ).payload
+        if figures is not None:
+            return with_shared_figures(own, figures)
+        # The judge bounds the pre-roll (stats/preroll.py); the bounded one is recorded.
+        own["preroll_us"] = preroll_for(own)
+        own["calibrated_by"] = OWN_WORKER
+        if self.submission is None:
+            shared.add(flush_bytes, own)
+        return own
 
     def kernel_census(self, case: Case, timeout_s: float) -> list[tuple[str, float]] | None:
         """The GPU kernels one verified call of the case launches (name, device µs), or None

@@ -65,6 +65,7 @@ class Measurement:
     overhead_us: float | None = None
     preroll_us: float | None = None
     event_overhead_us: float | None = None  # an empty call's interval: the event pair's cost
+    calibrated_by: str = ""  # whose empty calls those figures came from (judge/calibration.py)
     flags: list[str] = field(default_factory=list)
     rejections: list[str] = field(default_factory=list)
     clocks_before: dict[str, Any] | None = None
@@ -114,6 +115,8 @@ class Measurement:
             cpus=sorted(self.cpus),
             wall_s={k: round(v, 4) for k, v in self.wall_s.items()},
         )
+        if self.calibrated_by:
+            record["calibrated_by"] = self.calibrated_by
         record.update(self.details)
         return record
 
@@ -129,6 +132,7 @@ class Measurement:
             overhead_us=first.overhead_us,
             preroll_us=first.preroll_us,
             event_overhead_us=first.event_overhead_us,
+            calibrated_by=first.calibrated_by,
             tail_gap_us=first.tail_gap_us,
             clocks_before=first.clocks_before,
             clocks_after=last.clocks_after,
@@ -300,6 +304,7 @@ class CaseTimer:
             m.preroll_us = overhead["preroll_us"]
             m.event_overhead_us = overhead["empty_device_us"]
             m.tail_gap_us = overhead.get("tail_gap_us", 0.0)
+            m.calibrated_by = overhead.get("calibrated_by", "")
         m.clocks_before = devices.gpu_state() if self.use_cuda else None
         call_index = first_call  # call 0 is the correctness check's input
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.task import TaskError, TaskSpec
+from .calibration import SharedCalibration
 from .hardware import hardware_note, this_device
 from .staging import module_name, stage
 
@@ -62,6 +63,8 @@ class LeaderboardModules:
         # that many of a case's inputs ahead of its timing (judge/core.py, generate_ahead).
         self.timed_calls: dict[str, int] = {}
         self.input_bytes: dict[str, int] = {}  # a case's input, by case, as its check made it
+        # The harness's cost as the reference's workers calibrated it, for candidates' workers.
+        self.calibration = SharedCalibration()
         with self.active():
             try:
                 self.reference = importlib.import_module("reference")

@@ -251,6 +251,9 @@ class Timing(Record):
     blocked_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
     blocking_off: str | None | Absent = ABSENT
     event_overhead_us: float | None | Absent = field(default=ABSENT, metadata=_NONNEG)
+    # Whose empty calls event_overhead_us and the harness's gaps came from: the timed worker's
+    # own, or the median of the reference's workers' in the same run (judge/calibration.py).
+    calibrated_by: Literal["own_worker", "reference_workers"] | Absent = ABSENT
     host_bound_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
     # Calls whose tensors crossed as host copies instead of through the device windows.
     host_copied_calls: int | Absent = field(default=ABSENT, metadata=_NONNEG)
