@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -74,8 +75,12 @@ def judge(
     gpus: str | None = None,
     in_flight: int | None = None,
 ) -> tuple[float, list[dict[str, Any]]]:
-    """One `kernelboard judge` run: its wall time and its records."""
-    command = kernelboard_command() + ["judge", leaderboard, *map(str, paths)]
+    """One `kernelboard judge` run: its wall time and its records. With BATCH_JUDGE_CPROFILE=F
+    set, the judge runs under cProfile (its judging thread, the main one), the profile in F."""
+    profile_to = os.environ.get("BATCH_JUDGE_CPROFILE")
+    cli = [sys.executable, "-m", "cProfile", "-o", profile_to, "-m", "pytest_kernelboard.cli"]
+    command = (cli if profile_to else kernelboard_command()) + ["judge", leaderboard]
+    command += list(map(str, paths))
     command += ["--mode", mode, "--root", str(root), "--out", str(out)]
     command += ["--gpus", gpus] if gpus else []
     command += ["--in-flight", str(in_flight)] if in_flight else []
