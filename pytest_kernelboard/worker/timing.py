@@ -149,9 +149,12 @@ class Timer:
             self._sleep = torch.cuda._sleep
 
     def prepare(self) -> None:
-        """Compile the blocking kernel now, before the submission is imported, without running
-        anything on the device (others' calls may be timed meanwhile): the first timed call
-        (the calibration's) would otherwise wait for Triton, about half a second on an H100."""
+        """Compile the blocking kernel now, before the submission is imported, then load it and
+        run it once (worker/blocking.py, StreamBlocker): the first timed call (the
+        calibration's) would otherwise wait for Triton's compile, about half a second on an
+        H100, and then for its first launch, in a batch's exclusive turn. The one run is a
+        spin released at once; a batch's spare workers, which call this as they start, are
+        stopped while a case is timed (supervisor/pool.py, WorkerPool.quiet)."""
         if not self.blocking:
             return
         try:
@@ -160,6 +163,8 @@ class Timer:
             compile_ahead(self.torch)
         except Exception as exc:  # the first timed call tries again, and says what failed
             print(f"kernelboard: the blocking kernel was not compiled ahead ({exc})")
+            return
+        self._blocker()
 
     def drop_case(self) -> None:
         """The case is over: an idle worker (the submission's, while the reference is timed)
