@@ -123,6 +123,8 @@ class TurnsOf:
         self, name: str, us: float, log: list, fail_on_turn: int | None = None, cpu: int = 7
     ):
         self.name, self.us, self.log, self.cpu = name, us, log, cpu
+        self.use_cuda = False
+        self.snapshots_per_turn: list[bool] = []  # each turn's plan: its own NVML snapshots?
         self.fail_on_turn = fail_on_turn
         self.pool = SimpleNamespace(quiet=_nothing)
         self.closed = self.released = 0
@@ -146,6 +148,7 @@ class TurnsOf:
         self.cpus_asked.append(cpu)
         turn = sum(1 for who, *_ in self.log if who == self.name)
         self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
+        self.snapshots_per_turn.append(plan.snapshots)
         if turn == self.fail_on_turn:
             raise WorkerFailure("crashed", "the reference's worker exited with code 139")
         calls = plan.rule.max_samples
@@ -198,6 +201,44 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     # Both sides on one CPU: the one the reference's worker chose in its first turn.
     assert reference.cpus_asked == [None] * 4 and candidate.cpus_asked == [7] * 4
     assert measured.cpus == {7}
+
+
+def test_turns_take_the_gpu_s_state_once_around_all_of_them(monkeypatch):
+    """Not around each turn (eight NVML queries a snapshot, where a host-bound turn's three
+    calls take a millisecond): one snapshot before the first turn and one after the last,
+    on both sides' pooled timings, and a clock drop between them flags both."""
+    from pytest_kernelboard.evaluation import paired
+
+    states = iter([{"sm_mhz": 1980, "throttle_reasons": []}, {"sm_mhz": 1200}])
+    taken: list[dict] = []
+    monkeypatch.setattr(
+        paired.devices, "gpu_state", lambda: taken.append(next(states)) or taken[-1]
+    )
+    log: list = []
+    candidate, reference = TurnsOf("candidate", 50.0, log), TurnsOf("reference", 100.0, log)
+    candidate.other, reference.other = reference, candidate
+    candidate.use_cuda = True
+
+    def on_the_gpu(judge):
+        original = judge.time_case
+
+        def time_case(*args, **kwargs):
+            measured = original(*args, **kwargs)
+            measured.clock = "cuda_event"
+            return measured
+
+        judge.time_case = time_case
+
+    on_the_gpu(candidate)
+    on_the_gpu(reference)
+    timing = PairedTiming(candidate, reference, 60.0, pairs=3, calls=2)
+    measured = timing(None, PLAN, 60.0)
+    assert len(taken) == 2
+    assert candidate.snapshots_per_turn == [False] * 3 == reference.snapshots_per_turn
+    assert (measured.clocks_before, measured.clocks_after) == (taken[0], taken[1])
+    drop = "clocks dropped during the case: SM clock fell from 1980 MHz to 1200 MHz"
+    assert measured.flags == [drop]
+    assert timing.reference["clocks_before"] == taken[0] and drop in timing.reference["flags"]
 
 
 def test_a_reference_on_no_one_cpu_leaves_the_candidate_its_own_choice():

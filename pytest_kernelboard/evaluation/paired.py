@@ -23,8 +23,15 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ..judge import devices
 from ..judge.core import Skip, SubmissionJudge
-from ..judge.measure import Measurement, Progress, TimingPlan, VerificationFailure
+from ..judge.measure import (
+    Measurement,
+    Progress,
+    TimingPlan,
+    VerificationFailure,
+    flag_clock_drop,
+)
 from ..results.reference_runs import ReferenceTiming
 from ..spec.cases import Case
 from ..stats.paired import PairedRatio, TurnNoise, paired_ratio
@@ -110,6 +117,7 @@ class PairedTiming:
         cpu: int | None = None  # the CPU the reference's worker times on, once it has
         try:
             self._reference_ready()  # its worker started before the turns, not inside one
+            before = self._snapshot()
             with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
                 for pair in range(self.pairs):
                     first_call = 1 + pair * STRIDE
@@ -128,8 +136,15 @@ class PairedTiming:
                                 cpu = _only(theirs[0].cpus)
         except _ReferenceFailed as failed:
             return self._alone(case, plan, timeout_s, progress, failed.cause, started)
+        snapshots = (before, self._snapshot())
         self.reference_judge.release_cached_memory(windows=True)
-        return self._pooled(mine, theirs)
+        return self._pooled(mine, theirs, snapshots)
+
+    def _snapshot(self) -> dict[str, Any] | None:
+        """The GPU's state (devices.gpu_state), taken once before the first turn and once after
+        the last, not around each of the twenty: eight NVML queries a snapshot, where a turn's
+        three calls of a host-bound case take a millisecond."""
+        return devices.gpu_state() if self.candidate.use_cuda else None
 
     def _reference_ready(self) -> None:
         try:
@@ -148,16 +163,26 @@ class PairedTiming:
         except (WorkerFailure, Skip, VerificationFailure) as exc:
             raise _ReferenceFailed(exc) from exc
 
-    def _pooled(self, mine: list[Measurement], theirs: list[Measurement]) -> Measurement:
-        """The candidate's timing of its turns, with the pair's account (`turns`); the
+    def _pooled(
+        self,
+        mine: list[Measurement],
+        theirs: list[Measurement],
+        snapshots: tuple[dict[str, Any] | None, dict[str, Any] | None],
+    ) -> Measurement:
+        """The candidate's timing of its turns, with the pair's account (`turns`) and the
+        GPU's state before the first turn and after the last (a drop flags both sides); the
         reference's and the ratio are kept on self."""
         self.ratio = paired_ratio(
             [m.samples_us for m in mine], [m.samples_us for m in theirs], self.noise
         )
         reference = Measurement.pooled(theirs, TURNS_STOP)
+        pooled = Measurement.pooled(mine, TURNS_STOP)
+        for side in (reference, pooled):
+            side.clocks_before, side.clocks_after = snapshots
+            if side.clock == "cuda_event":
+                flag_clock_drop(side)
         reference.rank_us = self.ratio.reference_us
         self.reference = reference.to_record()
-        pooled = Measurement.pooled(mine, TURNS_STOP)
         pooled.rank_us = self.ratio.candidate_us
         pooled.details["turns"] = {
             "pairs": self.pairs,
@@ -181,7 +206,8 @@ class PairedTiming:
             budget_s=max(timeout_s / (2 * self.pairs), 0.001),
             projection_min_samples=self.calls + 1,
         )
-        return replace(plan, rule=rule, warmup=LATER_TURN_WARMUP if later else plan.warmup)
+        warmup = LATER_TURN_WARMUP if later else plan.warmup
+        return replace(plan, rule=rule, warmup=warmup, snapshots=False)
 
     def _alone(
         self,

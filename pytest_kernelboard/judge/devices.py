@@ -136,11 +136,12 @@ def gpu_state(cuda_index: int = 0) -> dict[str, Any] | None:
     if handle is None:
         return None
     state: dict[str, Any] = {}
+    max_sm, max_mem = _max_clocks(nvml_index(cuda_index))
     readers = {
         "sm_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "mem_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
-        "max_sm_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
-        "max_mem_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "max_sm_mhz": lambda: max_sm,
+        "max_mem_mhz": lambda: max_mem,
         "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
         "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         "throttle_reasons": lambda: _throttle_names(
@@ -153,6 +154,21 @@ def gpu_state(cuda_index: int = 0) -> dict[str, Any] | None:
         except Exception:
             state[key] = None
     return state
+
+
+@functools.cache
+def _max_clocks(index: int) -> tuple[int | None, int | None]:
+    """The GPU's maximum SM and memory clocks (NVML's device `index`): fixed for the device,
+    read once. Each query took 1.4 ms on an H200, twice in each of a timed case's two
+    snapshots, forty times a case timed in turns."""
+    nvml, handle = _nvml(), _nvml_handle(index)
+    clocks = []
+    for clock in ("NVML_CLOCK_SM", "NVML_CLOCK_MEM"):
+        try:
+            clocks.append(nvml.nvmlDeviceGetMaxClockInfo(handle, getattr(nvml, clock)))
+        except Exception:
+            clocks.append(None)
+    return clocks[0], clocks[1]
 
 
 def _throttle_names(mask: int) -> list[str]:

@@ -177,6 +177,9 @@ class TimingPlan:
     warmup: Warmup
     flush_bytes: int
     verify: bool = True  # every timed call's output checked (the reference's too)
+    # NVML snapshots of the GPU before and after the calls (a clock drop flagged); a case timed
+    # in turns takes them once around all its turns instead (evaluation/paired.py).
+    snapshots: bool = True
 
 
 # A request_time reply's key for where its round trip went, in seconds: `judge_io` (the judge
@@ -191,6 +194,13 @@ WARMED = "warmed"
 # A request_time reply's key: microseconds of the judge's view the host's busy CPUs explain
 # (supervisor/host_waits.py), summed over a case's timed calls as `host_wait_ms` in its record.
 HOST_WAIT = "host_wait_us"
+
+
+def flag_clock_drop(m: Measurement) -> None:
+    """Flag the measurement where the GPU slowed down between its two NVML snapshots."""
+    drop = clock_drop_flag(m.clocks_before, m.clocks_after)
+    if drop:
+        m.flags.append(f"clocks dropped during the case: {drop}")
 
 
 def default_flush_bytes() -> int:
@@ -305,7 +315,7 @@ class CaseTimer:
             m.event_overhead_us = overhead["empty_device_us"]
             m.tail_gap_us = overhead.get("tail_gap_us", 0.0)
             m.calibrated_by = overhead.get("calibrated_by", "")
-        m.clocks_before = devices.gpu_state() if self.use_cuda else None
+        m.clocks_before = devices.gpu_state() if self.use_cuda and plan.snapshots else None
         call_index = first_call  # call 0 is the correctness check's input
 
         # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
@@ -380,7 +390,7 @@ class CaseTimer:
                 "the reported time disagrees with the judge's clock in "
                 f"{len(unaccounted)} of {len(m.samples_us)} calls: {unaccounted[0]}"
             )
-        m.clocks_after = devices.gpu_state() if self.use_cuda else None
+        m.clocks_after = devices.gpu_state() if self.use_cuda and plan.snapshots else None
         self._judge_plausibility(m)
         return m
 
@@ -401,9 +411,7 @@ class CaseTimer:
         if m.clock != "cuda_event":
             return
         m.rejections = plausibility_flags(m.samples_us, m.wall_us, m.floor_us)
-        drop = clock_drop_flag(m.clocks_before, m.clocks_after)
-        if drop:
-            m.flags.append(f"clocks dropped during the case: {drop}")
+        flag_clock_drop(m)
         unseen = statistics.median(m.unseen_us) if m.unseen_us else 0.0
         if unseen > max(UNACCOUNTED_MIN_US, statistics.median(m.samples_us)):
             # Host-side bound: the device interval plus the wall time it does not explain.

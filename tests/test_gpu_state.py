@@ -1,0 +1,44 @@
+"""The judge's NVML snapshot of its GPU (judge/devices.py, gpu_state): the clocks that change
+are read each time, the maximum clocks, fixed for a device, once."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_kernelboard.judge import devices
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    queries: list[str] = []
+    sm_now = iter([1980, 1755])
+
+    fake = SimpleNamespace(
+        NVML_CLOCK_SM=0,
+        NVML_CLOCK_MEM=1,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetClockInfo=lambda h, c: (
+            queries.append("clock") or (next(sm_now) if c == 0 else 3201)
+        ),
+        nvmlDeviceGetMaxClockInfo=lambda h, c: queries.append("max") or (1980 if c == 0 else 3201),
+        nvmlDeviceGetTemperature=lambda h, t: 40,
+        nvmlDeviceGetPowerUsage=lambda h: 120_000,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+    )
+    monkeypatch.setattr(devices, "_nvml", lambda: fake)
+    monkeypatch.setattr(devices, "_nvml_handle", lambda index=0: "handle")
+    monkeypatch.setattr(devices, "nvml_index", lambda cuda_index: 0)
+    devices._max_clocks.cache_clear()
+    yield queries
+    devices._max_clocks.cache_clear()
+
+
+def test_the_maximum_clocks_are_read_once_the_current_ones_each_time(nvml):
+    first, second = devices.gpu_state(), devices.gpu_state()
+    assert (first["sm_mhz"], second["sm_mhz"]) == (1980, 1755)
+    assert first["max_sm_mhz"] == second["max_sm_mhz"] == 1980
+    assert first["max_mem_mhz"] == 3201 and first["power_w"] == 120.0
+    assert nvml.count("max") == 2  # SM and memory, once for both snapshots
+    assert nvml.count("clock") == 4
