@@ -19,7 +19,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..channel.protocol import ErrorKind
 from ..judge.core import CaseOutcome
@@ -114,6 +114,9 @@ class CaseFeedback(Record):
     # The CPUs its timed calls ran on: the judge's timing core where it keeps one
     # (judge/timing_core.py); absent on a CPU, where the scheduler places them.
     cpus: tuple[int, ...] | Absent = ABSENT
+    # Whose empty calls the harness's own cost was calibrated on (judge/calibration.py): the
+    # candidate's own worker, or the reference's workers' in the same run; absent on a CPU.
+    calibrated_by: Literal["own_worker", "reference_workers"] | Absent = ABSENT
     # Where the case was timed in turns with a worker of the reference's (its reference's
     # timing host-bound, evaluation/paired.py): each turn pair's ratio, reference over
     # candidate; speedup and speedup_ci95 are those turns', reference_us their reference time.
@@ -186,6 +189,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         between_workers_rsd=(timing or {}).get("between_workers_rsd"),
         time_us_by_worker=tuple((timing or {}).get("rank_us_by_worker") or ()) or ABSENT,
         cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
+        calibrated_by=(timing or {}).get("calibrated_by") or ABSENT,
         turn_ratios=tuple(((timing or {}).get("turns") or {}).get("ratios") or ()) or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
