@@ -2,8 +2,9 @@
 or one candidate's timed case alone.
 
 Correctness calls only need the right answer, so the candidates imported ahead make theirs
-beside each other (shared turns). A timed case, the reference's timing and the kernel census
-need the device to themselves (the exclusive turn): it waits for the correctness calls in flight
+beside each other (shared turns), and a kernel census, which needs its kernels' names, takes one
+too. A timed case, the reference's timing and a census whose durations count (batch/judge.py,
+`_census`) need the device to themselves (the exclusive turn): it waits for the correctness calls in flight
 to return and lets no new one start until it ends. The judge's own work on the device (making
 inputs, checking outputs) happens inside the same turns, so it never overlaps a timed call
 either.
