@@ -1,5 +1,6 @@
 """The judge's NVML snapshot of its GPU (judge/devices.py, gpu_state): the clocks that change
-are read each time, the maximum clocks, fixed for a device, once."""
+are read each time; the maximum clocks, fixed for a device, and the throttle reasons' bits,
+fixed for the NVML module, once."""
 
 from __future__ import annotations
 
@@ -25,14 +26,21 @@ def nvml(monkeypatch):
         nvmlDeviceGetMaxClockInfo=lambda h, c: queries.append("max") or (1980 if c == 0 else 3201),
         nvmlDeviceGetTemperature=lambda h, t: 40,
         nvmlDeviceGetPowerUsage=lambda h: 120_000,
-        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: queries.append("reasons") or 4 | 8,
+        nvmlClocksEventReasonSwPowerCap=4,
+        nvmlClocksEventReasonHwSlowdown=8,
+        nvmlClocksEventReasonGpuIdle=1,
+        nvmlClocksEventReasonAll=0xFF,
+        nvmlClocksEventReasonNone=0,
     )
     monkeypatch.setattr(devices, "_nvml", lambda: fake)
     monkeypatch.setattr(devices, "_nvml_handle", lambda index=0: "handle")
     monkeypatch.setattr(devices, "nvml_index", lambda cuda_index: 0)
     devices._max_clocks.cache_clear()
+    devices._throttle_bits.cache_clear()
     yield queries
     devices._max_clocks.cache_clear()
+    devices._throttle_bits.cache_clear()
 
 
 def test_the_maximum_clocks_are_read_once_the_current_ones_each_time(nvml):
@@ -42,3 +50,11 @@ def test_the_maximum_clocks_are_read_once_the_current_ones_each_time(nvml):
     assert first["max_mem_mhz"] == 3201 and first["power_w"] == 120.0
     assert nvml.count("max") == 2  # SM and memory, once for both snapshots
     assert nvml.count("clock") == 4
+
+
+def test_throttle_reasons_are_named_by_their_bits_found_once(nvml):
+    # The reasons' bits come from scanning pynvml's 2,486 names: 0.7 ms, once, not per snapshot.
+    first, second = devices.gpu_state(), devices.gpu_state()
+    assert first["throttle_reasons"] == second["throttle_reasons"] == ["HwSlowdown", "SwPowerCap"]
+    assert nvml.count("reasons") == 2  # the mask itself read each time
+    assert devices._throttle_bits.cache_info().misses == 1

@@ -90,10 +90,8 @@ def _host_cpu() -> str:
 
 
 @functools.cache
-@functools.cache
 def _nvml():
-    """The initialised pynvml module, or None where NVML is absent; initialised once per
-    process (each nvmlInit took 0.3 ms on an H200, twice in every snapshot of gpu_state)."""
+    """The initialised pynvml module, or None where NVML is absent."""
     try:
         import pynvml
 
@@ -174,17 +172,24 @@ def _max_clocks(index: int) -> tuple[int | None, int | None]:
 
 
 def _throttle_names(mask: int) -> list[str]:
+    return sorted({name for name, bit in _throttle_bits() if mask & bit == bit})
+
+
+@functools.cache
+def _throttle_bits() -> tuple[tuple[str, int], ...]:
+    """NVML's clock event reasons by name and bit, found once: scanning the module's names
+    took 0.6 ms of each snapshot (benchmarks/probes/nvml_cost.py)."""
     nvml = _nvml()
-    names = []
+    bits = []
     for attr in dir(nvml):
         if attr.startswith("nvmlClocksEventReason") and attr not in (
             "nvmlClocksEventReasonAll",
             "nvmlClocksEventReasonNone",
         ):
             bit = getattr(nvml, attr)
-            if isinstance(bit, int) and bit and mask & bit == bit:
-                names.append(attr.removeprefix("nvmlClocksEventReason"))
-    return sorted(set(names))
+            if isinstance(bit, int) and bit:
+                bits.append((attr.removeprefix("nvmlClocksEventReason"), bit))
+    return tuple(bits)
 
 
 def peak_bandwidth_bytes_per_s(cuda_index: int = 0) -> float | None:
