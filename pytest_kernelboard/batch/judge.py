@@ -668,7 +668,7 @@ class BatchJudge:
         case, outcome = timed[0]
         kernel_census = getattr(evaluation.judge, "kernel_census", lambda *_: None)
         timeout = self.session.timeout(self.task, case.kind)
-        census, unseen = None, None
+        census = None
         if not self.profile:
             # The flag needs the kernels' names only, which other candidates' calls beside it
             # do not change: the census takes a shared turn, and their correctness calls go on
@@ -677,7 +677,7 @@ class BatchJudge:
             # where they could fail the candidate, in the exclusive turn below.
             with self.turns.shared():
                 census = kernel_census(case, timeout)
-            unseen = census_exceeds_timing(census, outcome.timing)
+        unseen = census_exceeds_timing(census, outcome.timing)  # None without a census
         if self.profile or unseen:  # --profile records the durations: taken alone, as timed
             with self.turns.exclusive():
                 census = kernel_census(case, timeout)

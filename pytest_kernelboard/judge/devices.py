@@ -132,11 +132,12 @@ def nvml_index(cuda_index: int) -> int:
 def gpu_state(cuda_index: int = 0) -> dict[str, Any] | None:
     """Clocks, temperature, power and throttle reasons now of this process's cuda:<i> (None
     without NVML)."""
-    nvml, handle = _nvml(), _nvml_handle(nvml_index(cuda_index))
+    index = nvml_index(cuda_index)
+    nvml, handle = _nvml(), _nvml_handle(index)
     if handle is None:
         return None
     state: dict[str, Any] = {}
-    max_sm, max_mem = _max_clocks(nvml_index(cuda_index))
+    max_sm, max_mem = _max_clocks(index)  # fixed for the device: read once, not per snapshot
     readers = {
         "sm_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "mem_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
