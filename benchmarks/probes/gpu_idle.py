@@ -1,0 +1,146 @@
+"""How soon NVML says a GPU is idle once another process's kernels have stopped.
+
+    python benchmarks/probes/gpu_idle.py [--spin-s 1.0]
+
+A batch that stops a stalled candidate's worker (SIGSTOP) to time the next candidate must know
+that the stopped process left no kernel running: a stopped process launches nothing new, but
+what it queued runs on. NVML's utilisation samples (`nvmlDeviceGetSamples`, GPU utilisation)
+say, per sample, whether any kernel ran in the period before it. This probe starts a child that
+spins the GPU for --spin-s seconds in 1 ms kernels, then sleeps, and reads the samples every
+10 ms meanwhile: the period between samples, which clock their timestamps are on, how long
+after the child's last kernel ended the first sample reading 0 came, and whether any sample
+read 0 while the child's kernels ran. Then the same with the child stopped (SIGSTOP) in the
+middle of one long kernel: the samples must go on reading busy until that kernel ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from pytest_kernelboard.judge import devices  # noqa: E402
+
+CHILD = r"""
+import sys, time, torch
+spin_s, long_ms = float(sys.argv[1]), float(sys.argv[2])
+torch.cuda.init(); x = torch.ones(1, device="cuda"); torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record(); torch.cuda._sleep(1_000_000); end.record(); torch.cuda.synchronize()
+cycles_per_ms = 1_000_000 / start.elapsed_time(end)
+print(f"ready {time.time()}", flush=True)
+if long_ms > 0:
+    torch.cuda._sleep(int(long_ms * cycles_per_ms))  # one long kernel; the parent stops us
+    print(f"queued {time.time()}", flush=True)
+    torch.cuda.synchronize()
+    print(f"ended {time.time()}", flush=True)
+else:
+    began = time.time()
+    while time.time() - began < spin_s:
+        torch.cuda._sleep(int(cycles_per_ms)); torch.cuda.synchronize()
+    print(f"ended {time.time()}", flush=True)
+time.sleep(3)
+"""
+
+
+def samples(nvml, handle, since_us: int) -> list[tuple[int, int]]:
+    try:
+        _, values = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
+    except nvml.NVMLError:
+        return []
+    return [(int(s.timeStamp), int(s.sampleValue.uiVal)) for s in values]
+
+
+def watch(child: subprocess.Popen, nvml, handle, stop_after_s: float | None) -> dict:
+    seen: dict[int, int] = {}
+    lines: dict[str, float] = {}
+    last = 0
+    stopped_at = None
+    deadline = time.time() + 15
+    os.set_blocking(child.stdout.fileno(), False)
+    buffer = ""
+    while time.time() < deadline and child.poll() is None:
+        chunk = child.stdout.read() or b""
+        buffer += chunk.decode()
+        while "\n" in buffer:
+            line, buffer = buffer.split("\n", 1)
+            word, _, stamp = line.partition(" ")
+            if stamp:
+                lines[word] = float(stamp)
+        if stop_after_s is not None and stopped_at is None and "queued" in lines:
+            if time.time() - lines["queued"] >= stop_after_s:
+                os.kill(child.pid, signal.SIGSTOP)
+                stopped_at = time.time()
+        for stamp, value in samples(nvml, handle, last):
+            seen[stamp] = value
+            last = max(last, stamp)
+        if "ended" in lines and time.time() - lines["ended"] > 2.0:
+            break
+        if stopped_at is not None and time.time() - stopped_at > 4.0:
+            break
+        time.sleep(0.01)
+    if stopped_at is not None:
+        os.kill(child.pid, signal.SIGCONT)
+    child.kill()
+    stamps = sorted(seen)
+    periods = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return {
+        "lines": lines,
+        "stopped_at": stopped_at,
+        "samples": [(s / 1e6, seen[s]) for s in stamps],
+        "median_period_ms": sorted(periods)[len(periods) // 2] / 1e3 if periods else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spin-s", type=float, default=1.0)
+    parser.add_argument("--long-ms", type=float, default=1500.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    nvml = devices._nvml()
+    handle = devices._nvml_handle(devices.nvml_index(0))
+    print(f"time.time() now {time.time():.3f}; newest sample:", samples(nvml, handle, 0)[-1:])
+    results = {}
+    for name, long_ms, stop in (("spin", 0.0, None), ("stopped_in_long_kernel", args.long_ms, 0.2)):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(args.spin_s), str(long_ms)],
+            stdout=subprocess.PIPE,
+        )
+        result = watch(child, nvml, handle, stop)
+        results[name] = result
+        ended = result["lines"].get("ended")
+        ready = result["lines"].get("ready")
+        busy_window = [
+            (t, v) for t, v in result["samples"] if ready and ended and ready + 0.05 < t < ended
+        ]
+        zero_while_busy = sum(v == 0 for _, v in busy_window)
+        after = [(t, v) for t, v in result["samples"] if ended and t > ended]
+        first_zero = next((t - ended for t, v in after if v == 0), None)
+        print(
+            f"{name}: period {result['median_period_ms']} ms; samples while busy "
+            f"{len(busy_window)} (reading 0: {zero_while_busy}); first 0 after the last kernel "
+            f"ended: {None if first_zero is None else round(first_zero * 1e3, 1)} ms; "
+            f"stopped at {result['stopped_at']}, lines {result['lines']}"
+        )
+        if name.startswith("stopped"):
+            stop_at = result["stopped_at"] or 0
+            window = [
+                (round(t - stop_at, 3), v)
+                for t, v in result["samples"]
+                if stop_at - 0.3 < t < stop_at + 2.5
+            ]
+            print("  samples around the stop (s after it, util %):", window)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
