@@ -464,7 +464,6 @@ def test_a_census_that_disagrees_with_the_timing_is_taken_once_more(tmp_path, ce
         task=None,
         session=SimpleNamespace(use_cuda=True, timeout=lambda task, kind: 60.0),
         turns=GpuTurns(),
-        _closed=lambda: None,  # no earlier candidate's worker to wait for
     )
     outcome = CaseOutcome("passed", timing={"rank_us": 2727.9})
     BatchJudge._census(judge, evaluation, [(Case(BENCHMARK, 0, {"seed": 1}), outcome)])
@@ -501,7 +500,6 @@ def test_a_candidate_without_a_passed_timed_case_takes_no_census_turn():
         session=SimpleNamespace(use_cuda=True, timeout=lambda task, kind: 60.0),
         task=None,
         turns=turns,
-        _closed=lambda: None,  # no earlier candidate's worker to wait for
     )
     failed = [
         (Case(TEST, 0, {"seed": 1}), CaseOutcome("failed")),

@@ -258,9 +258,6 @@ class BatchJudge:
         self.turns = GpuTurns()
         self._ahead: dict[SubmissionEvaluation, dict[str, CaseOutcome]] = {}
         self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
-        # The last judged candidate, its worker kept, stopped, through the next timed case and
-        # killed after it (_retire): its teardown then goes beside what follows that case.
-        self._retired: SubmissionEvaluation | None = None
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # One GPU: reference timings made with the first case's, for the cases still to come.
         self._references_ahead: dict[str, dict[str, Any] | None | ReferenceUnavailable] = {}
@@ -371,12 +368,11 @@ class BatchJudge:
                 record = failed.to_json()
             finally:
                 self._clocks.pop(evaluation, None)
-                self._retire(evaluation)
+                self._close_later(evaluation)
             yield record
         for _, evaluation, thread in pending:
             thread.join()
             evaluation.close()
-        self._close_retired()
         self._closed()
 
     def _prepare(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
@@ -437,44 +433,9 @@ class BatchJudge:
         self._closing.append(thread)
 
     def _closed(self) -> None:
-        """Every judged candidate's worker being killed is gone: a process's exit tears its
-        CUDA context down and gives its memory back to be scrubbed, device work no timed
-        call may share."""
+        """Every judged candidate's worker is gone: none is alive while another is timed."""
         while self._closing:
             self._closing.pop().join()
-
-    def _retire(self, evaluation: SubmissionEvaluation) -> None:
-        """A judged candidate's worker killed now, or kept until the next timed case is over.
-
-        Killed at once, the worker's exit (its CUDA context torn down, its memory given back)
-        was waited for before the next timed case (`closing`): 27 ms a candidate of KernelBench
-        L2 12 on one H200, 57 ms with a second GPU's judge beside it, the driver's work being
-        the host's. Kept, it is stopped through the next candidate's timed case like the
-        workers prepared ahead, and killed right after it, beside that candidate's census and
-        the next ones' correctness calls. Only where its memory is small (no case of it judged
-        frugally) and a timed case is to come (benchmark mode on a GPU); one is kept at most."""
-        self._close_retired()
-        keep = (
-            self.mode != "test"
-            and self.session.use_cuda
-            and bool(evaluation.workers())
-            and self._small_cases(evaluation)
-        )
-        if keep:
-            self._retired = evaluation
-        else:
-            self._close_later(evaluation)
-
-    def _small_cases(self, evaluation: SubmissionEvaluation) -> bool:
-        """Whether every case of the candidate is known to be judged with small inputs."""
-        known = self.session.modules(self.task).frugal_cases
-        return all(known.get(case_name(case)) is False for case in evaluation.cases())
-
-    def _close_retired(self) -> None:
-        """The kept worker of the last judged candidate killed (in the background)."""
-        retired, self._retired = self._retired, None
-        if retired is not None:
-            self._close_later(retired)
 
     def _judge_one(
         self,
@@ -542,11 +503,8 @@ class BatchJudge:
         and passed."""
         with clock.phase("closing"):
             self._closed()
-        retired = self._retired  # the last judged candidate's worker (_retire): stopped too
         stopped = [e for e in others if e.workers()]
-        idle = [
-            w.process.pid for e in [*stopped, *([retired] if retired else [])] for w in e.workers()
-        ]
+        idle = [w.process.pid for e in stopped for w in e.workers()]
         stopping = time.perf_counter()
         with paused(idle), working_for(clock):
             case_started = time.perf_counter()
@@ -560,8 +518,6 @@ class BatchJudge:
             clock.timed_case(outcome.timing, time.perf_counter() - case_started, waited, calibrated)
         for other in stopped:  # their workers were stopped meanwhile
             self._clocks[other].add("paused", time.perf_counter() - stopping)
-        if retired is not None and retired is self._retired:
-            self._close_retired()  # its exit goes beside this candidate's census
         return outcome
 
     def _spares_for_the_reference(self) -> int:
@@ -724,7 +680,6 @@ class BatchJudge:
         unseen = census_exceeds_timing(census, outcome.timing)  # None without a census
         if self.profile or unseen:  # --profile records the durations: taken alone, as timed
             with self.turns.exclusive():
-                self._closed()  # the last candidate's worker is gone, as before a timed case
                 census = kernel_census(case, timeout)
                 unseen = census_exceeds_timing(census, outcome.timing)
                 if unseen:  # failed only on two readings alone
@@ -750,7 +705,6 @@ class BatchJudge:
         }
 
     def close(self) -> None:
-        self._close_retired()
         self._closed()
         self.session.close()
         shutil.rmtree(self.folder, ignore_errors=True)

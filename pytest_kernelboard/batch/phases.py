@@ -21,8 +21,7 @@ The phases, in the order a candidate meets them:
     turn             before a timed case, waiting for the other candidates' correctness calls
                      in flight to return
     closing          before its timed case, waiting until the workers of the candidates judged
-                     before it are gone (the last one's killed after the timed case before it,
-                     beside that candidate's census and the correctness cases after it)
+                     before it are gone (killed beside its correctness cases)
     pausing          stopping the other candidates' workers before its timed case
     calibrate        the timing calibration in its worker (empty calls timed as real ones)
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
