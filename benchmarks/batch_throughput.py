@@ -7,7 +7,9 @@
     python benchmarks/batch_throughput.py --compare-pytest 6
 
 The first form runs `kernelboard judge` (a subprocess, as a user runs it) on the batch `--runs`
-times and prints, for each run, its wall time and candidates per hour, every verdict that
+times and prints, for each run, its wall time and candidates per hour (and, apart, when its first
+record came and the rate of the records after it: the batch's pace once started, which a
+server's warm judges keep from job to job), every verdict that
 differs from its expectation (benchmarks/batch_candidates.py says what an expectation means),
 then whether the runs agree: the same verdicts, and speedups tied with each other (their
 intervals, from each benchmark case's `ci95_us`, overlap, or they differ by at most 2%: the
@@ -74,23 +76,45 @@ def judge(
     log: Path,
     gpus: str | None = None,
     in_flight: int | None = None,
-) -> tuple[float, list[dict[str, Any]]]:
-    """One `kernelboard judge` run: its wall time and its records. With BATCH_JUDGE_CPROFILE=F
-    set, the judge runs under cProfile (its judging thread, the main one), the profile in F."""
+) -> tuple[float, list[dict[str, Any]], list[float]]:
+    """One `kernelboard judge` run: its wall time, its records (also written to `out`) and
+    the seconds after the start at which each record came (read from its stdout as written).
+    With BATCH_JUDGE_CPROFILE=F set, the judge runs under cProfile (its judging thread, the
+    main one), the profile in F."""
     profile_to = os.environ.get("BATCH_JUDGE_CPROFILE")
     cli = [sys.executable, "-m", "cProfile", "-o", profile_to, "-m", "pytest_kernelboard.cli"]
     command = (cli if profile_to else kernelboard_command()) + ["judge", leaderboard]
     command += list(map(str, paths))
-    command += ["--mode", mode, "--root", str(root), "--out", str(out)]
+    command += ["--mode", mode, "--root", str(root)]  # the records on stdout, one a line
     command += ["--gpus", gpus] if gpus else []
     command += ["--in-flight", str(in_flight)] if in_flight else []
     started = time.perf_counter()
-    with log.open("w") as stderr:
-        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    records, arrivals = [], []
+    with log.open("w") as stderr, out.open("w") as kept:
+        judging = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        for line in judging.stdout:  # type: ignore[union-attr]
+            if line.strip():
+                arrivals.append(time.perf_counter() - started)
+                records.append(json.loads(line))
+                kept.write(line)
+        returncode = judging.wait()
     wall = time.perf_counter() - started
-    if result.returncode != 0:
-        raise SystemExit(f"kernelboard judge exited with {result.returncode}; see {log}")
-    return wall, [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    if returncode != 0:
+        raise SystemExit(f"kernelboard judge exited with {returncode}; see {log}")
+    return wall, records, arrivals
+
+
+def after_the_first(arrivals: list[float]) -> tuple[float | None, float | None]:
+    """When the first record came (seconds after the start), and the records after it per
+    hour, from the first record's arrival to the last's: the batch's pace without its start
+    (the judges' processes, torch, the reference's timing, the first candidate's worker).
+    None where there is no record, or no second one."""
+    if not arrivals:
+        return None, None
+    first, span = arrivals[0], arrivals[-1] - arrivals[0]
+    if len(arrivals) < 2 or span <= 0:
+        return first, None
+    return first, 3600 * (len(arrivals) - 1) / span
 
 
 # -- expectations ----------------------------------------------------------------------------
@@ -230,7 +254,7 @@ def report_batch(args: argparse.Namespace) -> int:
     for index in range(args.runs):
         if memory is not None:
             memory.begin(watched)
-        wall, records = judge(
+        wall, records, arrivals = judge(
             args.leaderboard,
             [lines],
             root,
@@ -248,8 +272,12 @@ def report_batch(args: argparse.Namespace) -> int:
                 )
         missing = sorted(set(expected) - {r["id"] for r in records})
         peak = memory.end(watched) if memory is not None else None
-        runs.append((wall, records, wrong, missing))
+        runs.append((wall, records, wrong, missing, arrivals))
         print(f"\nrun {index + 1}: {len(records)} records in {wall:.1f} s")
+        first, then = after_the_first(arrivals)
+        if then is not None:
+            print(f"  first record after {first:.1f} s; the {len(records) - 1} after it at "
+                  f"{then:.0f} an hour")  # fmt: skip
         if peak is not None:
             print(f"  peak device memory in use: {peak / 1e9:.2f} GB (GPUs {watched})")
         for line in (out / f"judge-{index + 1}.log").read_text().splitlines():
@@ -271,11 +299,20 @@ def report_batch(args: argparse.Namespace) -> int:
         if missing:
             print(f"no record for: {', '.join(missing)}")
     summary = []
-    for index, (wall, records, wrong, missing) in enumerate(runs, 1):
+    for index, (wall, records, wrong, missing, arrivals) in enumerate(runs, 1):
         as_expected = len(records) - len({row[0] for row in wrong})
         rate = 3600 * len(records) / wall if wall > 0 else 0.0
+        first, then = after_the_first(arrivals)
         summary.append(
-            [index, f"{wall:.1f}", f"{rate:.0f}", f"{as_expected}/{len(expected)}", len(missing)]
+            [
+                index,
+                f"{wall:.1f}",
+                f"{rate:.0f}",
+                "-" if first is None else f"{first:.1f}",
+                "-" if then is None else f"{then:.0f}",
+                f"{as_expected}/{len(expected)}",
+                len(missing),
+            ]
         )
     if len(runs) > 1:
         agreement = compare_runs(runs[0][1], runs[1][1])
@@ -289,7 +326,8 @@ def report_batch(args: argparse.Namespace) -> int:
         for candidate_id, a, b in agreement["untied"]:
             print(f"  {candidate_id}: {a:.3f} vs {b:.3f}")
     print(f"\nrecords and logs: {out}\n")
-    print(table(summary, ["run", "wall_s", "candidates/h", "as expected", "missing"]))
+    columns = ["run", "wall_s", "candidates/h", "first_record_s", "then/h", "as expected"]
+    print(table(summary, [*columns, "missing"]))
     if len(runs) > 1:
         print(
             f"verdicts equal across runs: {len(runs[0][1]) - len(agreement['differ'])}/"
@@ -393,7 +431,7 @@ def compare_pytest(args: argparse.Namespace) -> int:
             for path in paths
         )
     )
-    judge_wall, records = judge(
+    judge_wall, records, _ = judge(
         args.compare_leaderboard,
         [lines],
         root,

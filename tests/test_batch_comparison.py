@@ -3,6 +3,7 @@ against the other run's by the interval its record gives it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -77,3 +78,34 @@ def test_compare_batches_says_the_same(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 speedups compared: 0 not tied" in done.stdout
+
+
+def test_the_pace_after_the_first_record_leaves_the_start_out(batch_throughput):
+    # The first record after 7.7 s, the last of 40 at 22.3 s: 39 in 14.6 s.
+    first, then = batch_throughput.after_the_first([7.7] + [7.7 + 14.6 * k / 38 for k in range(39)])
+    assert first == 7.7 and round(then) == round(3600 * 39 / 14.6)
+    assert batch_throughput.after_the_first([]) == (None, None)
+    assert batch_throughput.after_the_first([3.0]) == (3.0, None)
+
+
+def test_each_record_is_timed_as_the_judge_writes_it(batch_throughput, monkeypatch, tmp_path):
+    """The records come off the judge's stdout as it writes them, each with its arrival; the
+    output file keeps them all."""
+    writer = (
+        "import json, sys, time\n"
+        "for n in range(3):\n"
+        "    time.sleep(0.4)\n"
+        "    print(json.dumps({'id': f'c{n}'}), flush=True)\n"
+    )
+    monkeypatch.setattr(
+        batch_throughput, "kernelboard_command", lambda: [sys.executable, "-c", writer]
+    )
+    out = tmp_path / "records.jsonl"
+    wall, records, arrivals = batch_throughput.judge(
+        "lb", [tmp_path / "c.jsonl"], tmp_path, "test", out, tmp_path / "judge.log"
+    )
+    assert [r["id"] for r in records] == ["c0", "c1", "c2"]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["c0", "c1", "c2"]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert arrivals[0] >= 0.35 and all(gap >= 0.3 for gap in gaps), arrivals
+    assert wall >= arrivals[-1]
