@@ -2,9 +2,10 @@
 
     python benchmarks/probes/gpu_idle.py [--spin-s 1.0]
 
-A batch that stops a stalled candidate's worker (SIGSTOP) to time the next candidate must know
-that the stopped process left no kernel running: a stopped process launches nothing new, but
-what it queued runs on. NVML's utilisation samples (`nvmlDeviceGetSamples`, GPU utilisation)
+A hanging candidate's correctness call holds its shared turn on the device until its timeout,
+and no timed case may start meanwhile (batch/turns.py). Stopping its worker (SIGSTOP) to time
+the next candidates would need to know that the stopped process left no kernel running: a
+stopped process launches nothing new, but what it queued runs on. NVML's utilisation samples (`nvmlDeviceGetSamples`, GPU utilisation)
 say, per sample, whether any kernel ran in the period before it. This probe starts a child that
 spins the GPU for --spin-s seconds in 1 ms kernels, then sleeps, and reads the samples every
 10 ms meanwhile: the period between samples, which clock their timestamps are on, how long
