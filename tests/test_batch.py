@@ -213,6 +213,7 @@ def test_the_command_streams_jsonl_and_ends_with_fast_p(tmp_path, core_repo):
     ]
     assert "[2/2] wrong.py: failed (incorrect_numerical)" in result.stderr
     assert "2 candidates judged; fast_0 0.50" in result.stderr
+    assert "2 records in " in result.stderr and ", the 1 after it at " in result.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "pytest_kernelboard.cli", "judge", "nope", str(folder)]
         + ["--root", str(core_repo)],

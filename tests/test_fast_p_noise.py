@@ -236,3 +236,17 @@ def test_the_pr_comment_shows_fast_p_beyond_noise_beside_the_raw_one():
         in line
     )
     assert fast_p_lines({"cases": [copy_cases(10.0)[0]]}) == []  # nothing timed
+
+
+def test_the_judge_says_when_its_first_record_came_and_its_pace_after_it(copies):
+    """A batch's rate from its start hides how fast it judges once started (what a server's
+    warm judges keep): the judge says both. Records at 7.7, 8.1, 8.5 and 9.1 s after the start:
+    the three after the first in 1.4 s."""
+    times = iter([0.0, 7.7, 8.1, 8.5, 9.1])
+    progress = BatchProgress(len(copies), io.StringIO(), clock=lambda: next(times))
+    assert progress.pace_line() is None
+    for record in copies:
+        progress.record(record)
+    assert progress.pace_line() == (
+        "4 records in 9.1 s: the first after 7.7 s, the 3 after it at 7714 an hour"
+    )

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,10 +37,14 @@ class BatchProgress(Progress):
     """A line on stderr per finished candidate: done, correct, faster (beyond noise: the
     speedup's interval above 1, records.faster; a tie is not faster), and the rate."""
 
-    def __init__(self, total: int, stream: IO[str]):
-        self.total, self.stream = total, stream
-        self.started = time.monotonic()
+    def __init__(
+        self, total: int, stream: IO[str], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.total, self.stream, self.clock = total, stream, clock
+        self.started = clock()
         self.done = self.correct = self.faster = 0
+        self.first_at: float | None = None  # when the first and the last record came
+        self.last_at: float | None = None
 
     def case_timed(self, label: str, line: str) -> None:
         self.stream.write(f"{label}: {line}\n")
@@ -50,7 +54,9 @@ class BatchProgress(Progress):
         self.done += 1
         self.correct += bool(record["correct"])
         self.faster += faster(record, 1.0)
-        elapsed = time.monotonic() - self.started
+        self.last_at = self.clock()
+        self.first_at = self.last_at if self.first_at is None else self.first_at
+        elapsed = self.last_at - self.started
         rate = 3600 * self.done / elapsed if elapsed > 0 else 0.0
         verdict = record["status"] + (f" ({record['error_kind']})" if record["error_kind"] else "")
         self.stream.write(
@@ -58,6 +64,19 @@ class BatchProgress(Progress):
             f"{self.faster} faster; {rate:.0f} candidates/hour\n"
         )
         self.stream.flush()
+
+    def pace_line(self) -> str | None:
+        """When the first record came, and the pace of those after it: the batch's rate
+        without its start (the judges' processes, torch, the reference's timing), which a
+        server's warm judges keep from one job to the next. None before a second record."""
+        if self.first_at is None or self.last_at is None or self.done < 2:
+            return None
+        span = self.last_at - self.first_at
+        rate = f"{3600 * (self.done - 1) / span:.0f} an hour" if span > 0 else "at once"
+        return (
+            f"{self.done} records in {self.last_at - self.started:.1f} s: the first after "
+            f"{self.first_at - self.started:.1f} s, the {self.done - 1} after it at {rate}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         if out is not sys.stdout:
             out.close()
     print(summary_line(records), file=sys.stderr)
+    pace = progress.pace_line()
+    if pace is not None:
+        print(pace, file=sys.stderr)
     if harness_errors:  # every record is written, but these are no verdicts: exit 1
         print(
             f"kernelboard judge: the judge itself failed on {harness_errors} candidate(s) "
