@@ -250,3 +250,9 @@ def test_the_judge_says_when_its_first_record_came_and_its_pace_after_it(copies)
     assert progress.pace_line() == (
         "4 records in 9.1 s: the first after 7.7 s, the 3 after it at 7714 an hour"
     )
+    together = BatchProgress(2, io.StringIO(), clock=iter([0.0, 3.0, 3.0]).__next__)
+    for record in copies[:2]:
+        together.record(record)
+    assert (
+        together.pace_line() == "2 records in 3.0 s: the first after 3.0 s, the 1 after it at once"
+    )

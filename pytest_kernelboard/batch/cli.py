@@ -72,10 +72,10 @@ class BatchProgress(Progress):
         if self.first_at is None or self.last_at is None or self.done < 2:
             return None
         span = self.last_at - self.first_at
-        rate = f"{3600 * (self.done - 1) / span:.0f} an hour" if span > 0 else "at once"
+        pace = f"at {3600 * (self.done - 1) / span:.0f} an hour" if span > 0 else "at once"
         return (
             f"{self.done} records in {self.last_at - self.started:.1f} s: the first after "
-            f"{self.first_at - self.started:.1f} s, the {self.done - 1} after it at {rate}"
+            f"{self.first_at - self.started:.1f} s, the {self.done - 1} after it {pace}"
         )
 
 
