@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import batch_candidates as bc  # noqa: E402
 from sweep_lane import MemoryPeaks  # noqa: E402
 
+from pytest_kernelboard.batch.cli import pace_after_first  # noqa: E402
 from pytest_kernelboard.batch.phases import account_lines, batch_account  # noqa: E402
 from pytest_kernelboard.stats.scoring import tied  # noqa: E402
 
@@ -111,10 +112,7 @@ def after_the_first(arrivals: list[float]) -> tuple[float | None, float | None]:
     None where there is no record, or no second one."""
     if not arrivals:
         return None, None
-    first, span = arrivals[0], arrivals[-1] - arrivals[0]
-    if len(arrivals) < 2 or span <= 0:
-        return first, None
-    return first, 3600 * (len(arrivals) - 1) / span
+    return arrivals[0], pace_after_first(arrivals[0], arrivals[-1], len(arrivals))
 
 
 # -- expectations ----------------------------------------------------------------------------

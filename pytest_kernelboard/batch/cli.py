@@ -71,12 +71,19 @@ class BatchProgress(Progress):
         server's warm judges keep from one job to the next. None before a second record."""
         if self.first_at is None or self.last_at is None or self.done < 2:
             return None
-        span = self.last_at - self.first_at
-        pace = f"at {3600 * (self.done - 1) / span:.0f} an hour" if span > 0 else "at once"
+        rate = pace_after_first(self.first_at, self.last_at, self.done)
+        pace = "at once" if rate is None else f"at {rate:.0f} an hour"
         return (
             f"{self.done} records in {self.last_at - self.started:.1f} s: the first after "
             f"{self.first_at - self.started:.1f} s, the {self.done - 1} after it {pace}"
         )
+
+
+def pace_after_first(first_s: float, last_s: float, records: int) -> float | None:
+    """The records after the first per hour, from the first's arrival to the last's (`records`
+    in all): a batch's rate without its start. None without a second record or a span."""
+    span = last_s - first_s
+    return 3600 * (records - 1) / span if records > 1 and span > 0 else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ candidate's could lengthen them. So a session keeps what the reference's own wor
 (code the judge trusts), and a candidate's worker makes only WARM_UP_CALLS of each kind: enough
 to allocate its flush buffer, load the blocking kernel and measure its GPU's spin rate, which
 stays its own. Where no reference worker has calibrated yet (the first candidate of a batch, a
-run that reuses a filed reference timing), a worker calibrates in full, as before, and its
+run that reuses a filed reference timing), a worker calibrates in full, and its
 record says so (`calibrated_by`).
 """
 
