@@ -4,13 +4,14 @@ checks it makes ahead of a candidate's turn."""
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from pytest_kernelboard.batch import Candidate, judge_many
+from pytest_kernelboard.batch import Candidate, gil_handoff, judge_many
 from pytest_kernelboard.batch.turns import GpuTurns
 
 GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
@@ -116,3 +117,32 @@ def test_candidates_checked_ahead_get_the_verdicts_of_their_code(batch_with_chec
             assert all(case["status"] == "passed" for case in record["cases"])
     wrong = records[7]
     assert wrong["failed_case"] and "timing" not in wrong["phases"]
+
+
+def test_the_exclusive_turn_hands_the_gil_back_promptly(monkeypatch):
+    """While a case is timed, another thread's hold on the GIL ends within 200 us of the timing
+    thread asking for it, not Python's 5 ms; once no turn is held, Python's own interval is
+    back, nested turns included."""
+    monkeypatch.delenv(gil_handoff.VARIABLE, raising=False)
+    python_own = sys.getswitchinterval()
+    turns = GpuTurns()
+    with turns.exclusive():
+        assert sys.getswitchinterval() == pytest.approx(gil_handoff.SWITCH_US / 1e6)
+        with turns.exclusive():  # the reference timed inside a candidate's case
+            assert sys.getswitchinterval() == pytest.approx(gil_handoff.SWITCH_US / 1e6)
+        assert sys.getswitchinterval() == pytest.approx(gil_handoff.SWITCH_US / 1e6)
+    assert sys.getswitchinterval() == python_own
+    with turns.shared():
+        assert sys.getswitchinterval() == python_own
+
+
+def test_the_gil_handoff_can_be_left_to_python_and_names_a_bad_value(monkeypatch):
+    python_own = sys.getswitchinterval()
+    monkeypatch.setenv(gil_handoff.VARIABLE, "0")
+    with GpuTurns().exclusive():
+        assert sys.getswitchinterval() == python_own
+    monkeypatch.setenv(gil_handoff.VARIABLE, "fast")
+    with pytest.raises(ValueError, match="KERNELBOARD_TIMING_SWITCH_US='fast'"):
+        with GpuTurns().exclusive():
+            pass
+    assert sys.getswitchinterval() == python_own

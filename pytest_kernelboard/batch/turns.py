@@ -7,7 +7,8 @@ too. A timed case, the reference's timing and a census whose durations count (ba
 `_census`) need the device to themselves (the exclusive turn): it waits for the correctness calls in flight
 to return and lets no new one start until it ends. The judge's own work on the device (making
 inputs, checking outputs) happens inside the same turns, so it never overlaps a timed call
-either.
+either. While the exclusive turn is held, the judge's other threads hand the GIL back to the
+timing thread promptly (gil_handoff.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from .gil_handoff import prompt_handoff
 
 
 class GpuTurns:
@@ -56,7 +59,8 @@ class GpuTurns:
                 self._exclusive = me
             self._depth += 1
         try:
-            yield
+            with prompt_handoff():
+                yield
         finally:
             with self._changed:
                 self._depth -= 1
