@@ -68,7 +68,12 @@ class FakeWorker:
         self.calls = 0
 
     def request_time(
-        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+        self,
+        data: int,
+        flush_bytes: int,
+        remaining_s: float,
+        warm: bool = False,
+        wake: bool = True,
     ) -> dict[str, float]:
         assert remaining_s > 0
         sample = next(self.device_us)
@@ -245,7 +250,12 @@ class UnseenWorker(FakeWorker):
         self.flagged = flagged
 
     def request_time(
-        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+        self,
+        data: int,
+        flush_bytes: int,
+        remaining_s: float,
+        warm: bool = False,
+        wake: bool = True,
     ) -> dict:
         reply = super().request_time(data, flush_bytes, remaining_s, warm)
         if self.calls in self.flagged:
@@ -276,7 +286,12 @@ class BusyHostWorker(FakeWorker):
     """Every call waited 3 ms for the host's CPUs (what the judge's clock check took off)."""
 
     def request_time(
-        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+        self,
+        data: int,
+        flush_bytes: int,
+        remaining_s: float,
+        warm: bool = False,
+        wake: bool = True,
     ) -> dict:
         return {**super().request_time(data, flush_bytes, remaining_s, warm), HOST_WAIT: 3000.0}
 
@@ -319,12 +334,19 @@ class WarmRecordingWorker(FakeWorker):
     def __init__(self, clock: FakeClock, device_us: Iterator[float]) -> None:
         super().__init__(clock, device_us)
         self.warm_requests: list[bool] = []
+        self.wakes: list[bool] = []
         self.kept = False
 
     def request_time(
-        self, data: int, flush_bytes: int, remaining_s: float, warm: bool = False
+        self,
+        data: int,
+        flush_bytes: int,
+        remaining_s: float,
+        warm: bool = False,
+        wake: bool = True,
     ) -> dict:
         self.warm_requests.append(warm)
+        self.wakes.append(wake)
         reply = {**super().request_time(data, flush_bytes, remaining_s, warm), "blocked": True}
         reply["warmed"] = warm and self.kept
         self.kept = warm
@@ -353,6 +375,24 @@ def test_short_calls_are_timed_with_a_warm_host_path_after_the_first(monkeypatch
     # The first warm request only keeps a copy: the calls after it are the warmed ones.
     assert m.warm_calls == (len(worker.warm_requests) - 2 if warmed else 0)
     assert m.to_record()["warm_calls"] == m.warm_calls
+    assert worker.wakes == [True] * len(worker.warm_requests)  # the plan's default
+
+
+def test_a_plan_without_wake_asks_no_call_for_one(monkeypatch):
+    from dataclasses import replace
+
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
+    clock = FakeClock()
+    worker = WarmRecordingWorker(clock, iter(lambda: 50.0, None))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=6, max_samples=6), warmup=ONE_WARM_CALL, flush_bytes=0
+    )
+    timer.measure(CASE, replace(plan, wake=False), timeout_s=600.0, label="fake")
+    assert worker.wakes and not any(worker.wakes)
 
 
 def test_large_inputs_are_never_warmed():

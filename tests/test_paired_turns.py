@@ -125,6 +125,7 @@ class TurnsOf:
         self.name, self.us, self.log, self.cpu = name, us, log, cpu
         self.use_cuda = False
         self.snapshots_per_turn: list[bool] = []  # each turn's plan: its own NVML snapshots?
+        self.wake_per_turn: list[bool] = []  # each turn's plan: the GPU spun awake first?
         self.fail_on_turn = fail_on_turn
         self.pool = SimpleNamespace(quiet=_nothing)
         self.closed = self.released = 0
@@ -149,6 +150,7 @@ class TurnsOf:
         turn = sum(1 for who, *_ in self.log if who == self.name)
         self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
         self.snapshots_per_turn.append(plan.snapshots)
+        self.wake_per_turn.append(plan.wake)
         if turn == self.fail_on_turn:
             raise WorkerFailure("crashed", "the reference's worker exited with code 139")
         calls = plan.rule.max_samples
@@ -235,6 +237,9 @@ def test_turns_take_the_gpu_s_state_once_around_all_of_them(monkeypatch):
     measured = timing(None, PLAN, 60.0)
     assert len(taken) == 2
     assert candidate.snapshots_per_turn == [False] * 3 == reference.snapshots_per_turn
+    # Host-bound turns after the other worker's calls: no wake spin on either side.
+    assert candidate.wake_per_turn == [False] * 3 == reference.wake_per_turn
+    assert PLAN.wake  # a case timed alone keeps it
     assert (measured.clocks_before, measured.clocks_after) == (taken[0], taken[1])
     drop = "clocks dropped during the case: SM clock fell from 1980 MHz to 1200 MHz"
     assert measured.flags == [drop]

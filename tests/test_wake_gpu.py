@@ -64,3 +64,45 @@ def test_a_timed_call_after_a_gap_wakes_the_gpu_first_and_outside_its_interval()
         assert reply["device_us"] < WAKE_US / 4, reply
         assert reply["wall_us"] < WAKE_US / 2, reply
         torch.testing.assert_close(reply["output"], data + 1)
+
+
+def test_a_call_timed_in_turns_is_not_woken_nor_is_its_warm_call():
+    """A case timed in turns asks for no wake (its calls are host-bound, and each turn follows
+    the other worker's calls): after the same gap, neither the warm call nor the timed call
+    spins the GPU first."""
+    import time
+
+    import torch
+
+    from pytest_kernelboard.worker.main import Worker
+    from pytest_kernelboard.worker.timing import WAKE_AFTER_IDLE_S
+
+    worker = Worker(conn=None)
+    worker.timer.spin_cycles_per_us()
+    order: list[str] = []
+    sleep = worker.timer._sleep
+
+    def recorded_sleep(cycles: int) -> None:
+        order.append("spin")
+        sleep(cycles)
+
+    def kernel(data):
+        order.append("call")
+        return data + 1
+
+    worker.timer._sleep = recorded_sleep
+    worker.kernel = kernel
+    data = torch.ones(1024, device="cuda")
+    worker.time_call(data, 64 << 20, case="c", keep=True, wake=False)  # keeps the warm input
+    for _ in range(3):
+        time.sleep(10 * WAKE_AFTER_IDLE_S)
+        order.clear()
+        assert worker.warm("c", wake=False)["warmed"]
+        time.sleep(10 * WAKE_AFTER_IDLE_S)
+        reply = worker.time_call(data, 64 << 20, case="c", keep=True, wake=False)
+        assert order == ["call", "call"], order
+        torch.testing.assert_close(reply["output"], data + 1)
+    time.sleep(10 * WAKE_AFTER_IDLE_S)
+    order.clear()
+    worker.warm("c")  # a case timed alone: its warm call wakes the GPU first
+    assert order == ["spin", "call"], order

@@ -28,6 +28,12 @@ Variants:
 - `no_turns`: a host-bound case's candidates timed alone (KERNELBOARD_PAIRED_TURNS=0), not in
   turns with a worker of the reference's (evaluation/paired.py; in the default variant every
   timing loop of a turn is a case of the output, the candidate's and the reference's in turn).
+- `python_switch`: the judge keeps Python's own 5 ms GIL switch interval while a case is timed
+  (KERNELBOARD_TIMING_SWITCH_US=0), instead of handing the GIL back to the timing thread within
+  200 us (batch/gil_handoff.py): what the judge's other threads add to each call's round trip.
+- `wake_in_turns`: each turn of a case timed in turns spins the GPU awake after an idle gap
+  (its warm call and its timed calls), as a case timed alone does; by default turns run
+  without the spin (TimingPlan.wake): their calls are host-bound.
 - `hugepages`: the workers' heaps on transparent huge pages (glibc's malloc asked for them,
   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
   `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
@@ -65,6 +71,8 @@ VARIANTS = (
     "repeat",
     "hugepages",
     "no_turns",
+    "python_switch",
+    "wake_in_turns",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
@@ -114,6 +122,17 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         os.environ["KERNELBOARD_TIMING_CORE"] = "0"
     if variant == "no_turns":
         os.environ["KERNELBOARD_PAIRED_TURNS"] = "0"
+    if variant == "python_switch":
+        os.environ["KERNELBOARD_TIMING_SWITCH_US"] = "0"
+    if variant == "wake_in_turns":
+        from dataclasses import replace
+
+        from pytest_kernelboard.evaluation import paired
+
+        turn_plan = paired.PairedTiming._turn_plan
+        paired.PairedTiming._turn_plan = lambda self, *args, **kwargs: replace(
+            turn_plan(self, *args, **kwargs), wake=True
+        )
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":
@@ -252,6 +271,11 @@ def speedups_line(speedups: list[dict]) -> str:
 def summary(result: dict) -> str:
     candidates = [c for c in result["cases"] if not c["reference"]]
     calls = [c["calls"] for c in candidates]
+    if not calls:
+        return (
+            f"{result['variant']:<14} wall {result['wall_s']:6.1f} s  passed "
+            f"{result['passed']}: no candidate's case was timed (its judge's records say why)"
+        )
     at_five = sum(n <= 5 for n in calls)
     outside = [abs(p) for c in candidates for p in c["off_median_pct"]]
     far = sum(p > 0.5 for p in outside)

@@ -121,10 +121,12 @@ class TimeRequest(TypedDict):
     preroll_us: float  # the fallback GPU pre-roll (stats/preroll.py) where the stream is not held
     case: str  # the case the call belongs to: a new one moves the worker to the fastest CPU
     keep: bool  # keep a pristine copy of the input (once per case) for the warm requests
+    wake: bool  # spin the GPU awake after an idle gap (off in a case timed in turns)
 
 
 class WarmRequest(TypedDict):
     case: str  # the case the timed call that follows belongs to
+    wake: bool  # as the timed call's
 
 
 class CalibrateRequest(TypedDict):

@@ -207,7 +207,7 @@ class PairedTiming:
             projection_min_samples=self.calls + 1,
         )
         warmup = LATER_TURN_WARMUP if later else plan.warmup
-        return replace(plan, rule=rule, warmup=warmup, snapshots=False)
+        return replace(plan, rule=rule, warmup=warmup, snapshots=False, wake=False)
 
     def _alone(
         self,

@@ -674,7 +674,11 @@ class SubmissionJudge:
         on_cpu = {} if cpu is None else {"cpu": cpu}
 
         def request_time(
-            pristine: Any, flush_bytes: int, remaining_s: float, warm: bool = False
+            pristine: Any,
+            flush_bytes: int,
+            remaining_s: float,
+            warm: bool = False,
+            wake: bool = True,
         ) -> dict[str, Any]:
             nonlocal frugal
             frugal = is_frugal(pristine) if frugal is None else frugal
@@ -687,7 +691,9 @@ class SubmissionJudge:
             # Before the input is sent: the warm call must not be able to reach it.
             warmed = (
                 warm
-                and worker.request(Op.WARM, remaining_s, case=named, **on_cpu).payload["warmed"]
+                and worker.request(Op.WARM, remaining_s, case=named, wake=wake, **on_cpu).payload[
+                    "warmed"
+                ]
             )
             sent = worker.private_copy(pristine)
             self._expect_reply(worker, named, frugal)  # the reference's workers check nothing first
@@ -701,6 +707,7 @@ class SubmissionJudge:
                     preroll_us=preroll_us,
                     case=named,
                     keep=warm,
+                    wake=wake,
                     frugal=frugal,
                     host_waits=self.use_cuda,  # the judge's clock checks a GPU call's report
                     **on_cpu,

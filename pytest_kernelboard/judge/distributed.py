@@ -476,9 +476,15 @@ class DistributedJudge(SubmissionJudge):
         comm_bytes: list[int] = []  # the bytes one rank reads, from the first call
 
         def request_time(
-            data: list[Any], flush_bytes: int, remaining_s: float, warm: bool = False
+            data: list[Any],
+            flush_bytes: int,
+            remaining_s: float,
+            warm: bool = False,
+            wake: bool = True,
         ) -> dict[str, Any]:
-            # Ranks are timed cold: a warm call would have to run on every rank at once.
+            # Ranks are timed cold: a warm call would have to run on every rank at once. Each
+            # rank's worker spins its GPU awake after an idle gap (multi-rank cases are never
+            # timed in turns, which alone turn `wake` off).
             self.settle()
             replies = [
                 r.payload

@@ -180,6 +180,10 @@ class TimingPlan:
     # NVML snapshots of the GPU before and after the calls (a clock drop flagged); a case timed
     # in turns takes them once around all its turns instead (evaluation/paired.py).
     snapshots: bool = True
+    # The worker's GPU wake spin after an idle gap (worker/timing.py). A case timed in turns
+    # runs without it: its calls are host-bound, so the GPU's clocks do not set their time,
+    # and each turn's first call follows the other worker's calls, not an idle GPU.
+    wake: bool = True
 
 
 # A request_time reply's key for where its round trip went, in seconds: `judge_io` (the judge
@@ -248,7 +252,7 @@ class CaseTimer:
         generated = self.clock()
         remaining = max(deadline - generated, 0.001)
         # request_time gives the worker its own copy and returns an output the judge may keep.
-        reply = self.request_time(pristine, plan.flush_bytes, remaining, warm=warm)
+        reply = self.request_time(pristine, plan.flush_bytes, remaining, warm=warm, wake=plan.wake)
         m.warm_calls += bool(reply.pop(WARMED, False))
         if reply.get("cpu", -1) >= 0:
             m.cpus.add(int(reply["cpu"]))

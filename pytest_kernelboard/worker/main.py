@@ -98,6 +98,7 @@ class Worker:
         case: str = "",
         keep: bool = False,
         cpu: int = -1,
+        wake: bool = True,
     ) -> dict:
         """One timed call (Timer.time_call), on the worker's own copy of the inputs: memory
         mapped from the judge through CUDA IPC is not what a kernel normally reads, and the
@@ -113,6 +114,7 @@ class Worker:
             keep,
             copy_input=not self.windows,
             cpu=cpu,
+            wake=wake,
         )
         reply["output"] = self._sendable(reply["output"])
         post_us = self.timer.since_synchronized_us()  # packing the output: for messages
@@ -120,8 +122,8 @@ class Worker:
             reply["post_us"] = post_us
         return reply
 
-    def warm(self, case: str, cpu: int = -1) -> dict:
-        return self.timer.warm(self.kernel, case, cpu)
+    def warm(self, case: str, cpu: int = -1, wake: bool = True) -> dict:
+        return self.timer.warm(self.kernel, case, cpu, wake)
 
     def calibrate(self, flush_bytes: int, launch_allowance_us: float, calls: int = 30) -> dict:
         return self.timer.calibrate(flush_bytes, launch_allowance_us, calls)

@@ -192,6 +192,7 @@ class Timer:
         keep: bool = False,
         copy_input: bool = True,
         cpu: int = -1,
+        wake: bool = True,
     ) -> dict:
         """One timed call: flush L2, hold the stream, events around the call, streams joined.
 
@@ -209,7 +210,9 @@ class Timer:
         `keep`, a pristine copy of the input
         is kept, once per case, for the `warm` requests that come before the next timed calls.
         `copy_input`: the call runs on a copy of its own (not where the inputs came through the
-        inbound window, which is that copy). The reply's `output` is the call's own.
+        inbound window, which is that copy). The reply's `output` is the call's own. `wake`:
+        spin the GPU awake first where it idled (_wake_if_idle); the judge turns it off where
+        the case's calls are host-bound.
         """
         if not self.cuda:
             if self.before_timed_call is not None:
@@ -255,7 +258,8 @@ class Timer:
             self._warm_input = clone_data(data)  # before the call: pristine
         # The wait for the wake ends before the flush: none of it is inside the call's interval
         # or its host time.
-        self._wake_if_idle()
+        if wake:
+            self._wake_if_idle()
         fences.synchronize()
         if self.before_timed_call is not None:
             self.before_timed_call()  # all ranks start the flush and the events together
@@ -357,7 +361,9 @@ class Timer:
         self._case = ""
         self._warm_input = None
 
-    def warm(self, kernel: Callable[[Any], Any], case: str, cpu: int = -1) -> dict:
+    def warm(
+        self, kernel: Callable[[Any], Any], case: str, cpu: int = -1, wake: bool = True
+    ) -> dict:
         """One untimed call on a fresh copy of the case's kept input, so that the timed call the
         judge sends next finds its host path as warm as in a loop of calls.
 
@@ -371,7 +377,8 @@ class Timer:
         if self._warm_input is None or not self.cuda:
             return {"warmed": False}
         kept = clone_data(self._warm_input)
-        self._wake_if_idle()  # the call's host path runs while the GPU spins
+        if wake:
+            self._wake_if_idle()  # the call's host path runs while the GPU spins
         kernel(kept)
         del kept
         fences.synchronize()
