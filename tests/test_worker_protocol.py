@@ -59,8 +59,15 @@ def test_every_op_is_described_and_every_reply_table_names_an_op():
     assert set(protocol.REPLY_KEYS) == {op.value for op in Op}  # every reply has its shape
     assert set(protocol.OPTIONAL_KEYS) <= set(protocol.REPLY_KEYS)
     assert protocol.request_keys(Op.PING) == frozenset()
-    assert protocol.request_keys("time") == {"data", "flush_bytes", "preroll_us", "case", "keep"}
-    assert protocol.request_keys(Op.WARM) == {"case"}  # no data: the timed input comes after
+    assert protocol.request_keys("time") == {
+        "data",
+        "flush_bytes",
+        "preroll_us",
+        "case",
+        "keep",
+        "wake",
+    }
+    assert protocol.request_keys(Op.WARM) == {"case", "wake"}  # no data: the input comes after
 
 
 def test_wire_values_are_plain_strings_the_data_only_unpickler_reads():
