@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -54,7 +53,7 @@ from ..spec.discovery import SubmissionRef, find_repo_root, load_catalog
 from ..spec.task import TaskError, TaskSpec
 from ..stats.between_workers import combined_workers
 from ..stats.speed_of_light import speed_of_light
-from ..supervisor import gpu_view, launch
+from ..supervisor import gpu_view, launch, scratch
 from ..supervisor.pausing import paused
 from .candidates import Candidate
 from .depth import IN_FLIGHT, PREFETCH
@@ -283,7 +282,7 @@ class BatchJudge:
             # judge's own (the leaderboard's modules import it) instead of following it.
             self.session.pool.prestart()
             self.session.modules(task)  # imported once, here, before any thread looks ahead
-        self.folder = Path(tempfile.mkdtemp(prefix="kb-batch-"))
+        self.folder = scratch.make_folder("kb-batch-")
         self._count = 0
         self._ended = False  # every candidate has arrived
         self._share_timed = False  # this judge's share of the reference is timed

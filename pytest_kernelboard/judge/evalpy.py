@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 from ..spec.cases import BENCHMARK, TEST, Case, task_cases, with_run_seed
 from ..spec.task import TaskSpec
-from ..supervisor import gpu_view, sandbox
+from ..supervisor import gpu_view, sandbox, scratch
 from ..supervisor.environment import cache_dirs, default_cache_dir, worker_environment
 from .core import CaseOutcome
 from .reference_loader import REQUIRED_FUNCTIONS
@@ -205,7 +204,7 @@ class EvalPyRunner:
 
     def run(self, mode: str, specs: list[dict[str, Any]], timeout_s: float) -> EvalRun:
         folder = stage(self.task, self.submission, prefix="kb-evalpy-")
-        home = Path(tempfile.mkdtemp(prefix="kb-evalpy-home-"))
+        home = scratch.make_folder("kb-evalpy-home-")
         try:
             case_file = folder / f"{mode}.txt"
             case_file.write_text("".join(case_line(s) + "\n" for s in specs))

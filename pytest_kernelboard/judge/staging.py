@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import tempfile
 from pathlib import Path
 
 from ..spec.task import TaskSpec
+from ..supervisor import scratch
 
 _STAGED: list[Path] = []
 
@@ -22,7 +22,7 @@ def stage(task: TaskSpec, submission: Path | None, prefix: str = "kb-stage-") ->
     With submission=None the submission slot stays empty (the judge's copy of the
     reference never sits beside participant code).
     """
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = scratch.make_folder(prefix)
     _STAGED.append(folder)
     for entry in task.files:
         if entry.is_submission:

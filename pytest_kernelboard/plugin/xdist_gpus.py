@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 import pytest
 
 from ..judge import gpu_lease
+from ..supervisor import scratch
 from .items import ItemLeases
 
 # The key of xdist's workerinput under which the controller hands out the lease folder.
@@ -151,7 +151,7 @@ class LeaseFolder:
         if not self.gpus:
             return
         if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="kb-gpu-leases-"))
+            self.folder = scratch.make_folder("kb-gpu-leases-")
         node.workerinput[LEASES_KEY] = {"folder": str(self.folder), "gpus": self.gpus}
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -18,7 +18,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..channel.cage import MAX_RANKS
-from . import gpu_view, sandbox
+from . import gpu_view, sandbox, scratch
 from .proctree import process_tree
 
 POLICY_VARIABLE = "KERNELBOARD_ZYGOTE"
@@ -59,7 +58,7 @@ class Zygote:
         env: dict[str, str],
         host_network: bool = False,
     ):
-        self.pool = Path(tempfile.mkdtemp(prefix="kb-pool-"))
+        self.pool = scratch.make_folder("kb-pool-")
         self.host_network = host_network
         # The GPUs `env` names (a single-GPU worker's own; the judge's, for multi-GPU ranks,
         # which lease theirs among them): the only ones whose nodes the cage holds.

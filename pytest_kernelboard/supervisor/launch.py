@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..channel.cage import LIMITS_VARIABLE, TIMING_CPU_VARIABLE, WARM_TIMING_VARIABLE
-from . import forked, gpu_view, sandbox, shm_manager
+from . import forked, gpu_view, sandbox, scratch, shm_manager
 from .environment import cache_dirs, default_cache_dir, worker_environment
 
 NCCL_LOG_NAME = "nccl.log"
@@ -57,7 +57,7 @@ class WorkerLaunch:
         self.host_network = host_network
         self.device = device
         self.sandboxed = sandbox.enabled() if sandboxed is None else sandboxed
-        self.home = Path(tempfile.mkdtemp(prefix="kb-worker-"))
+        self.home = scratch.make_folder("kb-worker-")
         self.log_path = self.home / "output.log"
         self.stage_slot: Path | None = None  # where load() stages inside the sandbox
         self.outbox: Path | None = None  # a host folder the sandboxed worker may write to
@@ -188,9 +188,9 @@ class WorkerLaunch:
 
     def _cage(self) -> list[str]:
         """The bwrap prefix; the submission is staged later into a slot bound from the start."""
-        self.stage_slot = Path(tempfile.mkdtemp(prefix="kb-slot-"))
+        self.stage_slot = scratch.make_folder("kb-slot-")
         # The worker's own shm manager socket lands in its TMPDIR: a host folder the judge sees.
-        self.outbox = Path(tempfile.mkdtemp(prefix="kb-exchange-"))
+        self.outbox = scratch.make_folder("kb-exchange-")
         self.env["TMPDIR"] = str(self.outbox)
         caches = cache_dirs(self.env)
         # The judge's shm manager socket: in a folder made now, filled once torch starts it.

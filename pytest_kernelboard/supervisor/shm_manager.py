@@ -16,10 +16,11 @@ import re
 import select
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from . import scratch
 
 
 def share_through_files() -> None:
@@ -38,7 +39,7 @@ def _socket_folder(prefix: str) -> Path:
     # A short path: a socket path must fit a Unix socket address (108 bytes), which a deep
     # temporary folder (pytest's, say) would overflow.
     short = "/tmp" if os.path.isdir("/tmp") else None
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=short))
+    folder = scratch.make_folder(prefix, dir=short)
     atexit.register(_remove_socket_folder, folder, os.getpid())
     return folder
 
