@@ -56,8 +56,9 @@ def _find(env: str, *names: str) -> str | None:
     return next((found for name in names if (found := shutil.which(name))), None)
 
 
-def start_browser():
-    """Headless Chromium through Selenium, or SystemExit saying what to install."""
+def start_browser(profile: Path):
+    """Headless Chromium through Selenium with its profile in `profile` (the caller's temporary
+    folder, removed with it), or SystemExit saying what to install."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -71,7 +72,7 @@ def start_browser():
     options.binary_location = chromium
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='kb-shots-')}")
+    options.add_argument(f"--user-data-dir={profile}")
     return webdriver.Chrome(service=Service(driver), options=options)
 
 
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         server = serve(site, "127.0.0.1", 0)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         host, port = server.server_address[:2]
-        driver = start_browser()
+        driver = start_browser(Path(tmp) / "chromium-profile")
         args.out.mkdir(parents=True, exist_ok=True)
         try:
             # the server logs every request to stderr; what the shots are is printed below
