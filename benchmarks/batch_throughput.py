@@ -228,7 +228,17 @@ def verdict_table(records: list[dict[str, Any]]) -> str:
 
 
 def report_batch(args: argparse.Namespace) -> int:
+    """Judge the batch `args` names; its records and logs go to --out, else to a scratch folder
+    that is kept (and printed). With --out, the scratch folder (the repository copy) goes."""
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
+    try:
+        return _report_batch(args, scratch)
+    finally:
+        if args.out:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _report_batch(args: argparse.Namespace, scratch: Path) -> int:
     out = Path(args.out) if args.out else scratch
     out.mkdir(parents=True, exist_ok=True)
     if args.kernelbench_problem:
