@@ -12,6 +12,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -249,15 +250,8 @@ class UnseenWorker(FakeWorker):
         super().__init__(clock, device_us)
         self.flagged = flagged
 
-    def request_time(
-        self,
-        data: int,
-        flush_bytes: int,
-        remaining_s: float,
-        warm: bool = False,
-        wake: bool = True,
-    ) -> dict:
-        reply = super().request_time(data, flush_bytes, remaining_s, warm)
+    def request_time(self, data: int, *args: Any, **kwargs: Any) -> dict:
+        reply = super().request_time(data, *args, **kwargs)
         if self.calls in self.flagged:
             reply["outside_unseen"] = "the request took 7000 us but the worker accounts for 20 us"
         return reply
@@ -285,15 +279,8 @@ def test_work_outside_the_interval_in_most_calls_fails_the_case():
 class BusyHostWorker(FakeWorker):
     """Every call waited 3 ms for the host's CPUs (what the judge's clock check took off)."""
 
-    def request_time(
-        self,
-        data: int,
-        flush_bytes: int,
-        remaining_s: float,
-        warm: bool = False,
-        wake: bool = True,
-    ) -> dict:
-        return {**super().request_time(data, flush_bytes, remaining_s, warm), HOST_WAIT: 3000.0}
+    def request_time(self, *args: Any, **kwargs: Any) -> dict:
+        return {**super().request_time(*args, **kwargs), HOST_WAIT: 3000.0}
 
 
 def test_a_cases_record_says_how_long_its_calls_waited_for_the_host():
