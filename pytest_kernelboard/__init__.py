@@ -9,7 +9,8 @@ __version__ = "0.1.0"
 # 5: a submission's mostly host-bound case timed in as many workers as the reference's.
 # 6: a case whose reference timing is host-bound timed in turns with a worker of the
 #    reference's; its speedup and both times are those turns' (evaluation/paired.py).
-TIMING_METHOD = 6
+# 7: a case timed in turns runs without the GPU wake spin of method 3 (TimingPlan.wake).
+TIMING_METHOD = 7
 
 
 def __getattr__(name: str):
