@@ -170,3 +170,25 @@ def test_a_judge_killed_mid_batch_leaves_folders_the_next_judge_removes(tmp_path
     aged(own[0])
     scratch.sweep_abandoned()
     assert not any(p.exists() for p in named)
+
+
+def test_a_lease_folder_others_may_write_to_is_refused_and_folders_are_still_made(
+    monkeypatch, tmp_path
+):
+    """In a shared /tmp another user could make the lease folder first and put a lease there
+    naming this user's folders: such a folder is not used, and nothing is swept."""
+    monkeypatch.setattr(scratch, "_root", lambda: str(tmp_path))
+    monkeypatch.setattr(scratch, "_lease", None)
+    shared = tmp_path / f"kb-leases-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o777)
+    victim = tmp_path / "kb-data-precious"
+    victim.mkdir()
+    planted = shared / f"1-x{scratch.LEASE_SUFFIX}"
+    planted.write_text(f"{victim}\n")
+    aged(planted)
+    with pytest.raises(scratch.UnsafeLeases):
+        scratch.sweep_abandoned()
+    with pytest.warns(UserWarning, match="not leased"):
+        made = scratch.make_folder("kb-test-", dir=tmp_path)
+    assert made.is_dir() and victim.is_dir() and planted.exists()

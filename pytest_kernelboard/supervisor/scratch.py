@@ -19,9 +19,11 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 LEASE_SUFFIX = ".lease"
@@ -38,7 +40,7 @@ COMPACT_AFTER = 2000
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 _lock = threading.Lock()
-_lease: _Lease | None = None
+_lease: _Lease | _NoLease | None = None
 
 
 class _Lease:
@@ -81,13 +83,35 @@ class _Lease:
         self.lines = len(kept)
 
 
+class UnsafeLeases(RuntimeError):
+    """The lease folder is not this user's alone: its leases could name anyone's folders."""
+
+
+class _NoLease:
+    """Where the lease folder is refused: folders are made as before, swept by nobody."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def add(self, folder: Path) -> None:
+        pass
+
+
 def leases_folder() -> Path:
     """The host's lease folder for this user: under /tmp (where shm_manager puts its sockets),
-    else under the temporary folder."""
-    root = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
-    folder = Path(root) / f"kb-leases-{os.getuid()}"
+    else under the temporary folder. Another user could make it first in a shared /tmp, and a
+    lease put there would have this user's processes remove what it names: a folder that is
+    not this user's own, or that others may write to, is refused."""
+    folder = Path(_root()) / f"kb-leases-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    status = folder.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o022:
+        raise UnsafeLeases(f"{folder} is not a folder of this user's alone")
     return folder
+
+
+def _root() -> str:
+    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
 
 
 def make_folder(prefix: str, dir: str | Path | None = None) -> Path:
@@ -95,8 +119,12 @@ def make_folder(prefix: str, dir: str | Path | None = None) -> Path:
     global _lease
     with _lock:
         if _lease is None or _lease.pid != os.getpid():
-            sweep_abandoned()
-            _lease = _Lease(leases_folder())
+            try:
+                sweep_abandoned()
+                _lease = _Lease(leases_folder())
+            except UnsafeLeases as exc:  # the folders are made, just never swept
+                warnings.warn(f"kernelboard: temporary folders are not leased: {exc}", stacklevel=2)
+                _lease = _NoLease()
         folder = Path(tempfile.mkdtemp(prefix=prefix, dir=dir))
         _lease.add(folder)
     return folder
@@ -117,6 +145,9 @@ def sweep_abandoned() -> int:
         except OSError:  # swept by another process meanwhile
             continue
         try:
+            if os.fstat(fd).st_uid != os.getuid():  # not written by this user's processes
+                os.close(fd)
+                continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # its process lives
             os.close(fd)
