@@ -25,6 +25,7 @@ def nvml(monkeypatch):
         ),
         nvmlDeviceGetMaxClockInfo=lambda h, c: queries.append("max") or (1980 if c == 0 else 3201),
         nvmlDeviceGetTemperature=lambda h, t: 40,
+        nvmlDeviceGetMemoryBusWidth=lambda h: queries.append("bus") or 6144,
         nvmlDeviceGetPowerUsage=lambda h: 120_000,
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: queries.append("reasons") or 4 | 8,
         nvmlClocksEventReasonSwPowerCap=4,
@@ -36,11 +37,11 @@ def nvml(monkeypatch):
     monkeypatch.setattr(devices, "_nvml", lambda: fake)
     monkeypatch.setattr(devices, "_nvml_handle", lambda index=0: "handle")
     monkeypatch.setattr(devices, "nvml_index", lambda cuda_index: 0)
-    devices._max_clocks.cache_clear()
-    devices._throttle_bits.cache_clear()
+    for cached in (devices._max_clocks, devices._throttle_bits, devices.peak_bandwidth_bytes_per_s):
+        cached.cache_clear()
     yield queries
-    devices._max_clocks.cache_clear()
-    devices._throttle_bits.cache_clear()
+    for cached in (devices._max_clocks, devices._throttle_bits, devices.peak_bandwidth_bytes_per_s):
+        cached.cache_clear()
 
 
 def test_the_maximum_clocks_are_read_once_the_current_ones_each_time(nvml):
@@ -58,3 +59,12 @@ def test_throttle_reasons_are_named_by_their_bits_found_once(nvml):
     assert first["throttle_reasons"] == second["throttle_reasons"] == ["HwSlowdown", "SwPowerCap"]
     assert nvml.count("reasons") == 2  # the mask itself read each time
     assert devices._throttle_bits.cache_info().misses == 1
+
+
+def test_peak_bandwidth_is_read_once_from_the_snapshots_maximum_memory_clock(nvml):
+    """Every turn of a case timed in turns asks for it: bus width and the maximum memory clock
+    are read once, the clock shared with gpu_state's snapshots."""
+    devices.gpu_state()
+    bandwidth = [devices.peak_bandwidth_bytes_per_s() for _ in range(3)]
+    assert bandwidth == [2.0 * 3201e6 * 6144 / 8.0] * 3  # double data rate, bits to bytes
+    assert nvml.count("bus") == 1 and nvml.count("max") == 2

@@ -177,7 +177,7 @@ def test_a_lease_folder_others_may_write_to_is_refused_and_folders_are_still_mad
 ):
     """In a shared /tmp another user could make the lease folder first and put a lease there
     naming this user's folders: such a folder is not used, and nothing is swept."""
-    monkeypatch.setattr(scratch, "_root", lambda: str(tmp_path))
+    monkeypatch.setattr(scratch, "short_root", lambda: str(tmp_path))
     monkeypatch.setattr(scratch, "_lease", None)
     shared = tmp_path / f"kb-leases-{os.getuid()}"
     shared.mkdir()

@@ -6,8 +6,8 @@ correctness replies read and checked). Each timed call's round trip takes the GI
 times (send, the reply's arrival, reading it, checking the output), and a thread that asks for
 it waits until the holder reaches Python's switch interval: 5 ms by default, longer than the
 host-bound calls being timed. While an exclusive turn is held, the interval is SWITCH_US; it is
-Python's own again once no turn is held. The calls' times are device measurements and do not
-move with it; the round trips between them get shorter.
+Python's own again once no turn is held. The calls' times are taken in the worker's process and
+do not move with it; the round trips between them get shorter.
 """
 
 from __future__ import annotations

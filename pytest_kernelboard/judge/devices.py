@@ -196,17 +196,18 @@ def _throttle_bits() -> tuple[tuple[str, int], ...]:
 @functools.cache
 def peak_bandwidth_bytes_per_s(cuda_index: int = 0) -> float | None:
     """Theoretical DRAM bandwidth of this process's cuda:<i>, from NVML's bus width and max
-    memory clock (double data rate). Read once: the two NVML queries took about 1.5 ms on an
-    H200, and every turn of a case timed in turns asks."""
-    nvml, handle = _nvml(), _nvml_handle(nvml_index(cuda_index))
+    memory clock (double data rate, _max_clocks). Read once: the two NVML queries took about
+    1.5 ms on an H200, and every turn of a case timed in turns asks."""
+    index = nvml_index(cuda_index)
+    nvml, handle = _nvml(), _nvml_handle(index)
     if handle is None:
         return None
     try:
         bus_bits = nvml.nvmlDeviceGetMemoryBusWidth(handle)
-        mem_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)
     except Exception:
         return None
-    return 2.0 * mem_mhz * 1e6 * bus_bits / 8.0
+    mem_mhz = _max_clocks(index)[1]
+    return None if mem_mhz is None else 2.0 * mem_mhz * 1e6 * bus_bits / 8.0
 
 
 def environment() -> dict[str, Any]:

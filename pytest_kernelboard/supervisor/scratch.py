@@ -102,7 +102,7 @@ def leases_folder() -> Path:
     else under the temporary folder. Another user could make it first in a shared /tmp, and a
     lease put there would have this user's processes remove what it names: a folder that is
     not this user's own, or that others may write to, is refused."""
-    folder = Path(_root()) / f"kb-leases-{os.getuid()}"
+    folder = Path(short_root()) / f"kb-leases-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     status = folder.lstat()
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o022:
@@ -110,7 +110,9 @@ def leases_folder() -> Path:
     return folder
 
 
-def _root() -> str:
+def short_root() -> str:
+    """/tmp where there is one, else the temporary folder: a short path, which a Unix socket's
+    address (108 bytes) needs and a deep temporary folder (pytest's, say) would overflow."""
     return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
 
 

@@ -36,10 +36,7 @@ def share_through_files() -> None:
 
 @functools.cache
 def _socket_folder(prefix: str) -> Path:
-    # A short path: a socket path must fit a Unix socket address (108 bytes), which a deep
-    # temporary folder (pytest's, say) would overflow.
-    short = "/tmp" if os.path.isdir("/tmp") else None
-    folder = scratch.make_folder(prefix, dir=short)
+    folder = scratch.make_folder(prefix, dir=scratch.short_root())
     atexit.register(_remove_socket_folder, folder, os.getpid())
     return folder
 
