@@ -73,6 +73,67 @@ def test_the_exclusive_turn_waits_for_shared_work_in_flight_and_holds_off_new_wo
     assert events == ["call starts", "call returns", "timed", "timed ends", "late call"]
 
 
+def test_work_meanwhile_overlaps_the_calls_in_flight_and_no_new_call_starts():
+    """A timed case's `meanwhile` (the judged candidates' workers killed) runs while a
+    correctness call in flight goes on; a call asked for meanwhile waits for the timed case."""
+    turns = GpuTurns()
+    events: list[str] = []
+    in_flight, release, late_asked = threading.Event(), threading.Event(), threading.Event()
+
+    def correctness_call() -> None:
+        with turns.shared():
+            in_flight.set()
+            release.wait(5)
+            events.append("call returns")
+
+    def late_call() -> None:
+        late_asked.set()
+        with turns.shared():
+            events.append("late call")
+
+    def meanwhile() -> None:
+        events.append("closing starts")
+        threading.Thread(target=late_call).start()
+        late_asked.wait(5)
+        time.sleep(0.1)  # the late call now waits, as the turn is asked for
+        release.set()  # the call in flight returns while the closing is under way
+        time.sleep(0.1)
+        events.append("closing ends")
+
+    first = threading.Thread(target=correctness_call)
+    first.start()
+    in_flight.wait(5)
+    with turns.exclusive(meanwhile=meanwhile):
+        events.append("timed")
+    first.join(timeout=10)
+    for _ in range(100):
+        if "late call" in events:
+            break
+        time.sleep(0.01)
+    assert events == ["closing starts", "call returns", "closing ends", "timed", "late call"]
+
+
+def test_work_meanwhile_that_fails_leaves_the_turns_free():
+    turns = GpuTurns()
+
+    def fails() -> None:
+        raise RuntimeError("a worker would not die")
+
+    with pytest.raises(RuntimeError, match="would not die"):
+        with turns.exclusive(meanwhile=fails):
+            pass
+    entered = threading.Event()
+
+    def call() -> None:
+        with turns.shared():
+            entered.set()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(timeout=5)
+    assert entered.is_set()  # nobody waits for the exclusive turn any more
+
+
 def test_the_exclusive_holder_may_take_both_turns_again_inside():
     turns = GpuTurns()
     done = threading.Event()

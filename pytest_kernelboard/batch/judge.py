@@ -436,6 +436,11 @@ class BatchJudge:
         while self._closing:
             self._closing.pop().join()
 
+    def _close_up(self, clock: PhaseClock) -> None:
+        """_closed, counted as the candidate's `closing`."""
+        with clock.phase("closing"):
+            self._closed()
+
     def _judge_one(
         self,
         candidate: Candidate,
@@ -460,8 +465,12 @@ class BatchJudge:
                 outcomes.append((case, evaluation.settled(case, made)))
                 continue
             with ExitStack() as turn:
-                with clock.phase("turn"):  # the correctness calls in flight return first
-                    turn.enter_context(self.turns.exclusive())
+                # The judged candidates' workers go (`closing`) while the correctness calls in
+                # flight return (`turn`), none starting meanwhile.
+                asked, closing = time.perf_counter(), clock.seconds["closing"]
+                turn.enter_context(self.turns.exclusive(meanwhile=lambda: self._close_up(clock)))
+                waited = time.perf_counter() - asked
+                clock.add("turn", waited - (clock.seconds["closing"] - closing))
                 outcomes.append((case, self._timed_case(evaluation, case, made, clock, others)))
         with clock.phase("census"):
             extra_flags, profile = self._census(evaluation, outcomes)
@@ -500,8 +509,7 @@ class BatchJudge:
         spare workers too, by the pool's own quiet turn: SubmissionJudge.time_case), and no
         judged candidate's worker is still alive. `checked`: its correctness call, made ahead
         and passed."""
-        with clock.phase("closing"):
-            self._closed()
+        self._close_up(clock)  # done as its turn was asked for; a no-op then
         stopped = [e for e in others if e.workers()]
         idle = [w.process.pid for e in stopped for w in e.workers()]
         stopping = time.perf_counter()

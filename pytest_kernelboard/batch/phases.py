@@ -18,10 +18,11 @@ The phases, in the order a candidate meets them:
                      not hide
     correctness      its correctness cases not made ahead (input generation, the worker's call,
                      the check)
-    turn             before a timed case, waiting for the other candidates' correctness calls
-                     in flight to return
     closing          before its timed case, waiting until the workers of the candidates judged
-                     before it are gone (killed beside its correctness cases)
+                     before it are gone (killed beside its correctness cases); from then no
+                     new correctness call starts
+    turn             then waiting for the other candidates' correctness calls in flight to
+                     return (the rest of them, where they outlast the closing)
     pausing          stopping the other candidates' workers before its timed case
     calibrate        the timing calibration in its worker (empty calls timed as real ones)
     benchmark_check  the timed case's own correctness call (at full size: a KernelBench model
@@ -67,8 +68,8 @@ from ..judge import core
 SERIAL = (
     "prepare_wait",
     "correctness",
-    "turn",
     "closing",
+    "turn",
     "pausing",
     "calibrate",
     "benchmark_check",

@@ -14,7 +14,7 @@ timing thread promptly (gil_handoff.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .gil_handoff import prompt_handoff
@@ -49,11 +49,25 @@ class GpuTurns:
                 self._changed.notify_all()
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
+        """meanwhile: work that must end before the turn begins, done once it is asked for (no
+        new shared turn starts from then) while the shared turns in flight end."""
         me = threading.current_thread()
         with self._changed:
-            if self._exclusive is not me:
+            asking = self._exclusive is not me
+            if asking:
                 self._waiting = True
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        except BaseException:
+            if asking:
+                with self._changed:
+                    self._waiting = False
+                    self._changed.notify_all()
+            raise
+        with self._changed:
+            if asking:
                 self._changed.wait_for(lambda: self._exclusive is None and not self._shared)
                 self._waiting = False
                 self._exclusive = me
