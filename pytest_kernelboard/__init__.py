@@ -10,7 +10,9 @@ __version__ = "0.1.0"
 # 6: a case whose reference timing is host-bound timed in turns with a worker of the
 #    reference's; its speedup and both times are those turns' (evaluation/paired.py).
 # 7: a case timed in turns runs without the GPU wake spin of method 3 (TimingPlan.wake).
-TIMING_METHOD = 7
+# 8: a later turn whose worker ended its last turn warm makes no warm-up call: the untimed call
+#    of method 4 warms its first call too (TimingPlan.warm_start).
+TIMING_METHOD = 8
 
 
 def __getattr__(name: str):

@@ -382,6 +382,48 @@ def test_a_plan_without_wake_asks_no_call_for_one(monkeypatch):
     assert worker.wakes and not any(worker.wakes)
 
 
+@pytest.mark.parametrize(
+    ("call_us", "ends_warm"), [(50.0, True), (5000.0, False)], ids=["short", "long"]
+)
+def test_a_loop_says_whether_it_ended_warm(monkeypatch, call_us, ends_warm):
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
+    clock = FakeClock()
+    worker = WarmRecordingWorker(clock, iter(lambda: call_us, None))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=3, max_samples=3), warmup=ONE_WARM_CALL, flush_bytes=0
+    )
+    assert timer.measure(CASE, plan, timeout_s=600.0, label="fake").ends_warm is ends_warm
+
+
+def test_a_warm_start_makes_no_warm_up_call_and_warms_its_first_call(monkeypatch):
+    """A later turn whose worker kept an input from its last turn (TimingPlan.warm_start): its
+    first request already asks for the untimed warm call, no warm-up call comes before, and no
+    floor is computed from a warm-up it did not make."""
+    from dataclasses import replace
+
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: 3e12)
+    clock = FakeClock()
+    worker = WarmRecordingWorker(clock, iter(lambda: 50.0, None))
+    worker.kept = True  # the input its last turn kept
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=3, max_samples=3), warmup=ONE_WARM_CALL, flush_bytes=0
+    )
+    m = timer.measure(CASE, replace(plan, warm_start=True), timeout_s=600.0, label="fake")
+    assert worker.warm_requests == [True, True, True]
+    assert (m.warmup_calls, len(m.samples_us), m.warm_calls) == (0, 3, 3)
+    assert m.checked_calls == 3 and m.floor_us is None
+    cold = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert cold.warmup_calls == 1 and cold.floor_us is not None
+
+
 def test_large_inputs_are_never_warmed():
     timer = CaseTimer(
         generate, FakeWorker(FakeClock(), iter([])).request_time, check, use_cuda=True

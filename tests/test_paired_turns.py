@@ -8,6 +8,7 @@ the judge, the workers and the leaderboard are the real ones.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -120,9 +121,17 @@ class TurnsOf:
     """A judge whose every turn reads `us` a call; it notes who timed which inputs when."""
 
     def __init__(
-        self, name: str, us: float, log: list, fail_on_turn: int | None = None, cpu: int = 7
+        self,
+        name: str,
+        us: float,
+        log: list,
+        fail_on_turn: int | None = None,
+        cpu: int = 7,
+        ends_warm: Iterator[bool] | None = None,
     ):
         self.name, self.us, self.log, self.cpu = name, us, log, cpu
+        self.ends_warm = ends_warm  # whether each turn ends with its calls warmed (none: never)
+        self.warm_start_per_turn: list[bool] = []  # each turn's plan: no warm-up, warm at once?
         self.use_cuda = False
         self.snapshots_per_turn: list[bool] = []  # each turn's plan: its own NVML snapshots?
         self.wake_per_turn: list[bool] = []  # each turn's plan: the GPU spun awake first?
@@ -151,11 +160,13 @@ class TurnsOf:
         self.log.append((self.name, first_call, plan.warmup, plan.rule.max_samples))
         self.snapshots_per_turn.append(plan.snapshots)
         self.wake_per_turn.append(plan.wake)
+        self.warm_start_per_turn.append(plan.warm_start)
         if turn == self.fail_on_turn:
             raise WorkerFailure("crashed", "the reference's worker exited with code 139")
         calls = plan.rule.max_samples
         measured = Measurement(clock="host", samples_us=[self.us] * calls, checked_calls=calls)
         measured.cpus = {self.cpu if cpu is None else cpu}
+        measured.ends_warm = next(self.ends_warm) if self.ends_warm is not None else False
         return measured
 
     def close(self):
@@ -203,6 +214,21 @@ def test_turns_alternate_who_goes_first_and_share_inputs_no_worker_saw():
     # Both sides on one CPU: the one the reference's worker chose in its first turn.
     assert reference.cpus_asked == [None] * 4 and candidate.cpus_asked == [7] * 4
     assert measured.cpus == {7}
+
+
+def test_a_later_turn_of_a_side_that_ended_warm_skips_its_warm_up_call():
+    """A side whose last turn's calls were warmed by the worker's untimed call needs no warm-up
+    call in its next turn (the untimed call warms its first call too); one whose last turn
+    ended cold (long calls, large inputs) warms up once as before. Each side by its own turns."""
+    log: list = []
+    candidate = TurnsOf("candidate", 50.0, log, ends_warm=iter([True, False, True, True]))
+    reference = TurnsOf("reference", 100.0, log, ends_warm=iter([True] * 4))
+    candidate.other, reference.other = reference, candidate
+    PairedTiming(candidate, reference, 60.0, pairs=4, calls=3)(None, PLAN, 60.0)
+    assert reference.warm_start_per_turn == [False, True, True, True]
+    assert candidate.warm_start_per_turn == [False, True, False, True]
+    # A plan that starts warm still names the later turn's warm-up, used where it is not.
+    assert [w for who, _, w, _ in log if who == "candidate"][1:] == [LATER_TURN_WARMUP] * 3
 
 
 def test_turns_take_the_gpu_s_state_once_around_all_of_them(monkeypatch):

@@ -34,6 +34,9 @@ Variants:
 - `wake_in_turns`: each turn of a case timed in turns spins the GPU awake after an idle gap
   (its warm call and its timed calls), as a case timed alone does; by default turns run
   without the spin (TimingPlan.wake): their calls are host-bound.
+- `warmup_in_turns`: each later turn of a case timed in turns makes a warm-up call first, as
+  before timing method 8; by default a side whose last turn ended warm makes none, its first
+  call warmed by the untimed call as every later one is (TimingPlan.warm_start).
 - `hugepages`: the workers' heaps on transparent huge pages (glibc's malloc asked for them,
   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
   `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
@@ -73,11 +76,24 @@ VARIANTS = (
     "no_turns",
     "python_switch",
     "wake_in_turns",
+    "warmup_in_turns",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
 CALL_PARTS = ("pre_us", "wall_us", "call_us", "device_us", "post_us")
 WOKE_ABOVE_US = 1500.0  # a pre_us this long held the 2 ms wake spin
+
+
+def _change_turn_plans(**changes: bool) -> None:
+    """Every turn of a case timed in turns planned with `changes` (evaluation/paired.py)."""
+    from dataclasses import replace
+
+    from pytest_kernelboard.evaluation import paired
+
+    turn_plan = paired.PairedTiming._turn_plan
+    paired.PairedTiming._turn_plan = lambda self, *args, **kwargs: replace(
+        turn_plan(self, *args, **kwargs), **changes
+    )
 
 
 def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale: int = 1) -> dict:
@@ -125,14 +141,9 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
     if variant == "python_switch":
         os.environ["KERNELBOARD_TIMING_SWITCH_US"] = "0"
     if variant == "wake_in_turns":
-        from dataclasses import replace
-
-        from pytest_kernelboard.evaluation import paired
-
-        turn_plan = paired.PairedTiming._turn_plan
-        paired.PairedTiming._turn_plan = lambda self, *args, **kwargs: replace(
-            turn_plan(self, *args, **kwargs), wake=True
-        )
+        _change_turn_plans(wake=True)
+    if variant == "warmup_in_turns":
+        _change_turn_plans(warm_start=False)
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":

@@ -6,8 +6,9 @@ is timed as much as the kernel's, and a batch times the reference once, at its s
 copies of the reference's own code read 1.49 - 1.81x faster than it on an H200 (docs/
 benchmarks.md). Timed in turns, both sides see the same moments (stats/paired.py).
 
-Each turn is a whole timing loop of its worker (SubmissionJudge.time_case): warm-up, fresh
-inputs, every output verified. The candidate's worker is stopped through the reference's turns
+Each turn is a whole timing loop of its worker (SubmissionJudge.time_case): warm-up (in a later
+turn one call, or none where the untimed call before each short call warms it), fresh inputs,
+every output verified. The candidate's worker is stopped through the reference's turns
 (SubmissionJudge.stopped): a thread it left running could otherwise load the host or the GPU
 under the reference's calls and read faster. Turn pair k gives both sides the same inputs, which no earlier
 call of either worker saw. The pairs go reference-candidate, candidate-reference, ... so that
@@ -51,6 +52,8 @@ PAIRS_VARIABLE = "KERNELBOARD_PAIRED_TURNS"
 # Turn pair k's inputs start at call index 1 + k x STRIDE: no input seen twice by one worker.
 STRIDE = 1000
 # A turn after a side's first warms its call once: the other worker's calls ran meanwhile.
+# Where that side's last turn ended with its calls warmed (short ones: judge/measure.py,
+# WARM_BELOW_US), the untimed call before each of its calls warms it instead: no warm-up call.
 LATER_TURN_WARMUP = Warmup(min_calls=1, max_calls=1)
 
 
@@ -121,8 +124,9 @@ class PairedTiming:
             with self.candidate.pool.quiet():  # the spares stay paused from turn to turn
                 for pair in range(self.pairs):
                     first_call = 1 + pair * STRIDE
-                    turn_plan = self._turn_plan(plan, timeout_s, later=pair > 0)
                     for candidate_turn in (False, True) if pair % 2 == 0 else (True, False):
+                        side = mine if candidate_turn else theirs
+                        turn_plan = self._turn_plan(plan, timeout_s, side[-1] if side else None)
                         if candidate_turn:
                             left = max(timeout_s - (time.perf_counter() - started), 0.001)
                             mine.append(
@@ -195,9 +199,12 @@ class PairedTiming:
         }
         return pooled
 
-    def _turn_plan(self, plan: TimingPlan, timeout_s: float, later: bool) -> TimingPlan:
-        """A turn: `calls` calls after its warm-up (a side's first turn warms up as any timing
-        does), within its share of the case's time."""
+    def _turn_plan(
+        self, plan: TimingPlan, timeout_s: float, last_turn: Measurement | None
+    ) -> TimingPlan:
+        """A turn: `calls` calls after its warm-up, within its share of the case's time. A
+        side's first turn (`last_turn` None) warms up as any timing does; a later one warms its
+        call once, or not at all where its last turn ended warm (LATER_TURN_WARMUP)."""
         rule = replace(
             plan.rule,
             min_time_s=0.0,
@@ -206,8 +213,11 @@ class PairedTiming:
             budget_s=max(timeout_s / (2 * self.pairs), 0.001),
             projection_min_samples=self.calls + 1,
         )
-        warmup = LATER_TURN_WARMUP if later else plan.warmup
-        return replace(plan, rule=rule, warmup=warmup, snapshots=False, wake=False)
+        warmup = plan.warmup if last_turn is None else LATER_TURN_WARMUP
+        warm_start = last_turn is not None and last_turn.ends_warm
+        return replace(
+            plan, rule=rule, warmup=warmup, snapshots=False, wake=False, warm_start=warm_start
+        )
 
     def _alone(
         self,

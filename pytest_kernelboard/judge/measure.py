@@ -88,6 +88,9 @@ class Measurement:
     # The number the case ranks by where it is not the samples' median: a case timed in turns
     # ranks by the geometric mean of its turns' medians (evaluation/paired.py).
     rank_us: float | None = None
+    # Whether the case's next call would be warmed first (CaseTimer.warm_next after the last
+    # one): a later turn then needs no warm-up (TimingPlan.warm_start). Not recorded.
+    ends_warm: bool = False
 
     def to_record(self) -> dict[str, Any]:
         record = summarize(self.samples_us).to_dict(clock=self.clock)
@@ -184,6 +187,10 @@ class TimingPlan:
     # runs without it: its calls are host-bound, so the GPU's clocks do not set their time,
     # and each turn's first call follows the other worker's calls, not an idle GPU.
     wake: bool = True
+    # A later turn of a case timed in turns whose worker's last turn ended with its host path
+    # warm (Measurement.ends_warm): no warm-up call, and its first call is warmed as every later
+    # one is, by an untimed call on the input that worker kept from its last turn.
+    warm_start: bool = False
 
 
 # A request_time reply's key for where its round trip went, in seconds: `judge_io` (the judge
@@ -322,11 +329,12 @@ class CaseTimer:
         m.clocks_before = devices.gpu_state() if self.use_cuda and plan.snapshots else None
         call_index = first_call  # call 0 is the correctness check's input
 
-        # Warm-up: compilation, autotuning and first-touch stay out of the numbers.
+        # Warm-up: compilation, autotuning and first-touch stay out of the numbers. A later turn
+        # whose worker is warm from its last one has none (TimingPlan.warm_start).
         warm_durations: list[float] = [prior_call_us] if prior_call_us else []
         moved = (0, 0)  # the bytes one call reads and writes, from the last warm-up call
-        warm = False  # decided after each call, from its time and its bytes
-        while not plan.warmup.done(warm_durations, self.clock() - started):
+        warm = plan.warm_start  # then decided after each call, from its time and its bytes
+        while not plan.warm_start and not plan.warmup.done(warm_durations, self.clock() - started):
             pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm)
             if plan.verify:
                 self._verify(pristine, reply["output"], call_index, m)
@@ -339,7 +347,7 @@ class CaseTimer:
         m.warmup_calls = len(warm_durations) - bool(prior_call_us)
         # The floor counts the bytes the call must move (inputs read, outputs written once).
         peak = devices.peak_bandwidth_bytes_per_s() if self.use_cuda else None
-        if peak:
+        if peak and m.warmup_calls:  # a turn without warm-up: its first turn's floor stands
             in_bytes, out_bytes = moved
             l2 = devices.environment().get("l2_bytes") or 0
             m.floor_us = bandwidth_floor_us(
@@ -387,6 +395,7 @@ class CaseTimer:
                     m.details["precision_projected_s"] = round(projected, 3)
                 break
         m.elapsed_s = self.clock() - started
+        m.ends_warm = warm
         if host_wait_us:
             m.details["host_wait_ms"] = round(host_wait_us / 1e3, 3)
         if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):
