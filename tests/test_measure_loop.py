@@ -12,6 +12,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -340,22 +341,33 @@ class WarmRecordingWorker(FakeWorker):
         return reply
 
 
+def warm_timer(
+    monkeypatch, call_us: float, samples: int, peak: float | None = None
+) -> tuple[WarmRecordingWorker, CaseTimer, TimingPlan]:
+    """A GPU CaseTimer over a WarmRecordingWorker whose calls take `call_us`, and a plan of
+    one warm-up call and `samples` timed ones; no NVML, `peak` bytes/s of bandwidth."""
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: peak)
+    clock = FakeClock()
+    worker = WarmRecordingWorker(clock, iter(lambda: call_us, None))
+    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=samples, max_samples=samples),
+        warmup=ONE_WARM_CALL,
+        flush_bytes=0,
+    )
+    return worker, timer, plan
+
+
 @pytest.mark.parametrize(
     ("call_us", "warmed"),
     [(50.0, True), (5000.0, False)],
     ids=["short calls: warm host path", "long calls: none"],
 )
 def test_short_calls_are_timed_with_a_warm_host_path_after_the_first(monkeypatch, call_us, warmed):
-    from pytest_kernelboard.judge import measure as measure_module
-
-    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
-    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
-    clock = FakeClock()
-    worker = WarmRecordingWorker(clock, iter(lambda: call_us, None))
-    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
-    plan = TimingPlan(
-        rule=StoppingRule(min_samples=10, max_samples=10), warmup=ONE_WARM_CALL, flush_bytes=0
-    )
+    worker, timer, plan = warm_timer(monkeypatch, call_us, 10)
     m = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
     # The case's first call has nothing to go on; each later one follows the last call's time.
     assert worker.warm_requests == [False] + [warmed] * (len(worker.warm_requests) - 1)
@@ -366,18 +378,7 @@ def test_short_calls_are_timed_with_a_warm_host_path_after_the_first(monkeypatch
 
 
 def test_a_plan_without_wake_asks_no_call_for_one(monkeypatch):
-    from dataclasses import replace
-
-    from pytest_kernelboard.judge import measure as measure_module
-
-    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
-    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
-    clock = FakeClock()
-    worker = WarmRecordingWorker(clock, iter(lambda: 50.0, None))
-    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
-    plan = TimingPlan(
-        rule=StoppingRule(min_samples=6, max_samples=6), warmup=ONE_WARM_CALL, flush_bytes=0
-    )
+    worker, timer, plan = warm_timer(monkeypatch, 50.0, 6)
     timer.measure(CASE, replace(plan, wake=False), timeout_s=600.0, label="fake")
     assert worker.wakes and not any(worker.wakes)
 
@@ -386,16 +387,7 @@ def test_a_plan_without_wake_asks_no_call_for_one(monkeypatch):
     ("call_us", "ends_warm"), [(50.0, True), (5000.0, False)], ids=["short", "long"]
 )
 def test_a_loop_says_whether_it_ended_warm(monkeypatch, call_us, ends_warm):
-    from pytest_kernelboard.judge import measure as measure_module
-
-    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
-    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
-    clock = FakeClock()
-    worker = WarmRecordingWorker(clock, iter(lambda: call_us, None))
-    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
-    plan = TimingPlan(
-        rule=StoppingRule(min_samples=3, max_samples=3), warmup=ONE_WARM_CALL, flush_bytes=0
-    )
+    worker, timer, plan = warm_timer(monkeypatch, call_us, 3)
     assert timer.measure(CASE, plan, timeout_s=600.0, label="fake").ends_warm is ends_warm
 
 
@@ -403,19 +395,8 @@ def test_a_warm_start_makes_no_warm_up_call_and_warms_its_first_call(monkeypatch
     """A later turn whose worker kept an input from its last turn (TimingPlan.warm_start): its
     first request already asks for the untimed warm call, no warm-up call comes before, and no
     floor is computed from a warm-up it did not make."""
-    from dataclasses import replace
-
-    from pytest_kernelboard.judge import measure as measure_module
-
-    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
-    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: 3e12)
-    clock = FakeClock()
-    worker = WarmRecordingWorker(clock, iter(lambda: 50.0, None))
+    worker, timer, plan = warm_timer(monkeypatch, 50.0, 3, peak=3e12)
     worker.kept = True  # the input its last turn kept
-    timer = CaseTimer(generate, worker.request_time, check, use_cuda=True, clock=clock)
-    plan = TimingPlan(
-        rule=StoppingRule(min_samples=3, max_samples=3), warmup=ONE_WARM_CALL, flush_bytes=0
-    )
     m = timer.measure(CASE, replace(plan, warm_start=True), timeout_s=600.0, label="fake")
     assert worker.warm_requests == [True, True, True]
     assert (m.warmup_calls, len(m.samples_us), m.warm_calls) == (0, 3, 3)
