@@ -26,7 +26,9 @@ every 50 ms, as benchmarks/kernelbench_evaluator.py reads it for KernelBench's e
 Each run also prints where a candidate's time went: the mean seconds per candidate of each
 phase of the records' `phases` (pytest_kernelboard/batch/phases.py), which of them lie on the
 critical path, and their sum beside the batch's wall time per candidate; `phases-N.json` in the
-output folder keeps it.
+output folder keeps it. Then the critical path by category of candidate (the part of each id
+before its first `-`): its serial phases' seconds summed, the first candidate's wait for the
+batch's start on a row of its own (a hanging pair's timeout, say, shows as `hang`).
 
 `--compare-pytest N` times N correct candidates judged by one `kernelboard judge` against N
 separate `pytest` runs of the same files, each a submission in a scratch copy of the fixture
@@ -56,7 +58,7 @@ import batch_candidates as bc  # noqa: E402
 from sweep_lane import MemoryPeaks  # noqa: E402
 
 from pytest_kernelboard.batch.cli import pace_after_first  # noqa: E402
-from pytest_kernelboard.batch.phases import account_lines, batch_account  # noqa: E402
+from pytest_kernelboard.batch.phases import SERIAL, account_lines, batch_account  # noqa: E402
 from pytest_kernelboard.stats.scoring import tied  # noqa: E402
 
 ONLY_LIBRARY = bc.ONLY_LIBRARY
@@ -227,6 +229,40 @@ def verdict_table(records: list[dict[str, Any]]) -> str:
     return table(rows, ["category", *statuses])
 
 
+# The serial phases a category's row names on its own; the rest are summed as `other`.
+NAMED_SERIAL = ("prepare_wait", "closing", "turn", "timing", "census")
+START = "(the batch's start)"  # the first candidate's wait for its judge's start, on its own row
+
+
+def serial_by_category(records: list[dict[str, Any]]) -> str:
+    """Where a batch's critical path went: per category of candidate, the seconds of its
+    serial phases (batch/phases.py) summed over its candidates, most first. The first
+    candidate's `prepare_wait` is the batch's start (judge, zygote, first worker) and has a
+    row of its own."""
+    seconds: dict[str, Counter[str]] = {}
+    counts: Counter[str] = Counter()
+    for index, record in enumerate(records):
+        phases = dict(record.get("phases") or {})
+        if index == 0 and phases.get("prepare_wait"):
+            seconds.setdefault(START, Counter())["prepare_wait"] += phases.pop("prepare_wait")
+            counts[START] += 1
+        name = category(record["id"])
+        counts[name] += 1
+        row = seconds.setdefault(name, Counter())
+        for phase in SERIAL:
+            key = phase if phase in NAMED_SERIAL else "other"
+            row[key] += float(phases.get(phase, 0.0))
+    rows = sorted(seconds.items(), key=lambda item: -sum(item[1].values()))
+    total = sum(sum(row.values()) for _, row in rows)
+    lines = [
+        [name, counts[name], f"{sum(row.values()):.1f}"]
+        + [f"{row[p]:.1f}" for p in (*NAMED_SERIAL, "other")]
+        for name, row in rows
+    ]
+    lines.append(["all", len(records), f"{total:.1f}", *[""] * (len(NAMED_SERIAL) + 1)])
+    return table(lines, ["category", "n", "serial_s", *NAMED_SERIAL, "other"])
+
+
 def report_batch(args: argparse.Namespace) -> int:
     """Judge the batch `args` names; its records and logs go to --out, else to a scratch folder
     that is kept (and printed). With --out, the scratch folder (the repository copy) goes."""
@@ -295,6 +331,8 @@ def _report_batch(args: argparse.Namespace, scratch: Path) -> int:
         account = batch_account([r["phases"] for r in records if r.get("phases")])
         (out / f"phases-{index + 1}.json").write_text(json.dumps(account, indent=1) + "\n")
         print("\n".join(account_lines(account, wall)))
+        print("the serial phases' seconds by category, summed over its candidates:")
+        print(serial_by_category(records))
         calls = [c["calls"] for r in records for c in r["cases"] if c.get("calls")]
         if calls:  # what the stopping rule asked for: most of `timing` on a GPU
             print(

@@ -109,3 +109,35 @@ def test_each_record_is_timed_as_the_judge_writes_it(batch_throughput, monkeypat
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert arrivals[0] >= 0.35 and all(gap >= 0.3 for gap in gaps), arrivals
     assert wall >= arrivals[-1]
+
+
+def test_the_critical_path_by_category_puts_the_start_and_a_hang_on_rows_of_their_own(
+    batch_throughput,
+):
+    """The first candidate's wait is the batch's start; a hanging candidate's wait is its own
+    category's; the serial phases it does not name are summed as `other`."""
+    records = [
+        {"id": "slower-twice", "phases": {"prepare_wait": 2.9, "reference": 3.5, "timing": 0.2}},
+        {"id": "wrong-relu", "phases": {"prepare_wait": 0.4, "correctness": 0.01}},
+        {"id": "hang-busy", "phases": {"prepare_wait": 9.9}},
+        {"id": "wrong-offset", "phases": {"prepare_wait": 0.6, "worker_start": 0.7}},
+    ]
+    lines = batch_throughput.serial_by_category(records).splitlines()
+    rows = {line.split("  ")[0].strip(): line.split() for line in lines[2:]}
+    header = lines[0].split()
+    assert header == ["category", "n", "serial_s", *batch_throughput.NAMED_SERIAL, "other"]
+    assert [line.split("  ")[0].strip() for line in lines[2:]] == [
+        "hang",
+        "slower",
+        batch_throughput.START,
+        "wrong",
+        "all",
+    ]
+    column = {name: header.index(name) for name in header}
+    start = lines[4].split(batch_throughput.START)[1].split()
+    assert start[:3] == ["1", "2.9", "2.9"]
+    assert rows["slower"][column["prepare_wait"]] == "0.0"  # the start is not its own wait
+    assert rows["slower"][column["other"]] == "3.5"  # the reference's timing
+    assert rows["wrong"][column["n"]] == "2"
+    assert rows["wrong"][column["serial_s"]] == "1.0"  # worker_start runs beside: not serial
+    assert rows["all"][:3] == ["all", "4", "17.5"]
