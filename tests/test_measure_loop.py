@@ -324,6 +324,7 @@ class WarmRecordingWorker(FakeWorker):
         self.warm_requests: list[bool] = []
         self.wakes: list[bool] = []
         self.kept = False
+        self.keeps = True  # whether a warm request keeps a copy for the next call
 
     def request_time(
         self,
@@ -337,7 +338,7 @@ class WarmRecordingWorker(FakeWorker):
         self.wakes.append(wake)
         reply = {**super().request_time(data, flush_bytes, remaining_s, warm), "blocked": True}
         reply["warmed"] = warm and self.kept
-        self.kept = warm
+        self.kept = warm and self.keeps
         return reply
 
 
@@ -389,6 +390,17 @@ def test_a_plan_without_wake_asks_no_call_for_one(monkeypatch):
 def test_a_loop_says_whether_it_ended_warm(monkeypatch, call_us, ends_warm):
     worker, timer, plan = warm_timer(monkeypatch, call_us, 3)
     assert timer.measure(CASE, plan, timeout_s=600.0, label="fake").ends_warm is ends_warm
+
+
+def test_a_loop_whose_calls_were_never_warmed_did_not_end_warm(monkeypatch):
+    """Short calls asked to be warm that the worker could not warm (it kept no input: a
+    frugal case's) leave a later turn its warm-up call."""
+
+    worker, timer, plan = warm_timer(monkeypatch, 50.0, 3)
+    worker.keeps = False
+    m = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert worker.warm_requests[-1] and m.warm_calls == 0
+    assert not m.ends_warm
 
 
 def test_a_warm_start_makes_no_warm_up_call_and_warms_its_first_call(monkeypatch):

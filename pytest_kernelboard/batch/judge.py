@@ -507,9 +507,8 @@ class BatchJudge:
     ) -> CaseOutcome:
         """A timed case, in the exclusive turn: every other candidate's worker is stopped (the
         spare workers too, by the pool's own quiet turn: SubmissionJudge.time_case), and no
-        judged candidate's worker is still alive. `checked`: its correctness call, made ahead
-        and passed."""
-        self._close_up(clock)  # done as its turn was asked for; a no-op then
+        judged candidate's worker is still alive (its turn's `meanwhile` saw to that, _judge_one).
+        `checked`: its correctness call, made ahead and passed."""
         stopped = [e for e in others if e.workers()]
         idle = [w.process.pid for e in stopped for w in e.workers()]
         stopping = time.perf_counter()

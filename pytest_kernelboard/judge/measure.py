@@ -88,8 +88,9 @@ class Measurement:
     # The number the case ranks by where it is not the samples' median: a case timed in turns
     # ranks by the geometric mean of its turns' medians (evaluation/paired.py).
     rank_us: float | None = None
-    # Whether the case's next call would be warmed first (CaseTimer.warm_next after the last
-    # one): a later turn then needs no warm-up (TimingPlan.warm_start). Not recorded.
+    # Whether the last call was warmed by an untimed call and the next would be too
+    # (CaseTimer.warm_next): a later turn then needs no warm-up (TimingPlan.warm_start). A call
+    # asked to be warm is not where the worker kept no input (a frugal case's). Not recorded.
     ends_warm: bool = False
 
     def to_record(self) -> dict[str, Any]:
@@ -360,7 +361,9 @@ class CaseTimer:
         timing_started = self.clock()
         last_progress = timing_started
         while True:
+            warmed_before = m.warm_calls
             pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm)
+            last_warmed = m.warm_calls > warmed_before  # an untimed call really warmed it
             sample = self.sample_us(reply, m.event_overhead_us)
             warm = self.warm_next(sample, moved)
             if not math.isfinite(sample):  # the worker's replies are checked; a wrapper's too
@@ -395,7 +398,7 @@ class CaseTimer:
                     m.details["precision_projected_s"] = round(projected, 3)
                 break
         m.elapsed_s = self.clock() - started
-        m.ends_warm = warm
+        m.ends_warm = warm and last_warmed
         if host_wait_us:
             m.details["host_wait_ms"] = round(host_wait_us / 1e3, 3)
         if len(unaccounted) > UNSEEN_MAJORITY * len(m.samples_us):
