@@ -16,7 +16,7 @@ from typing import Any
 
 from ..channel import protocol, scrubbing, transport, window
 from ..channel.protocol import Op
-from . import failures, forked, pickles, wire
+from . import aside, failures, forked, pickles, wire
 from .crossing import TensorCrossing
 from .failures import ImportStalled, WorkerFailure, failure_of
 from .host_waits import HostWaitMeter
@@ -201,28 +201,21 @@ class WorkerProcess:
         sent = self.sent_at
         if meter is not None:
             meter.sent()
-        deadline = started + timeout_s
-        while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerFailure.timed_out(timeout_s)
-            try:
-                ready = self.conn.poll(min(remaining, 0.5))
-            except (OSError, EOFError):
-                raise self.died() from None
-            if ready:
-                ready_at = time.perf_counter()
-                if meter is not None:
-                    meter.stop()
-                reply = self.receive(op, deadline, timeout_s, frugal)
-                break
-            if not self.alive:
-                raise self.died()
-            stalled = watch.check() if watch is not None else None
-            if stalled:
-                self.kill()
-                raise ImportStalled("timeout", stalled)
+        holder = aside.current()  # the batch judge may stop the worker while it waits
+        stopped_before = holder.stopped_s() if holder is not None else 0.0
+        if holder is not None:
+            holder.begin(self.process.pid)
+        try:
+            ready_at = self._await_reply(
+                started + timeout_s - stopped_before, timeout_s, holder, watch
+            )
+        finally:
+            if holder is not None:
+                holder.end()
+        if meter is not None:
+            meter.stop()
+        stopped_s = holder.stopped_s() - stopped_before if holder is not None else 0.0
+        reply = self.receive(op, started + timeout_s + stopped_s, timeout_s, frugal)
         elapsed = time.perf_counter() - started
         self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
         if frugal:  # it gave its cache back before replying: at most what it held
@@ -243,6 +236,43 @@ class WorkerProcess:
         waited = meter.explained_us(float(reply.get("wall_us", 0.0))) if meter else 0.0
         ran = meter.ran_us() if meter else None
         return Reply(reply, elapsed, (ready_at - sent) * 1e6, copied, owned, in_place, waited, ran)
+
+    def _await_reply(
+        self,
+        deadline: float,
+        timeout_s: float,
+        holder: aside.Holder | None,
+        watch: ImportWatch | None,
+    ) -> float:
+        """When the reply began to arrive (time.perf_counter()). Each second the worker spends
+        stopped while its call is set aside moves the deadline on by one (`deadline` is net of
+        those before the call); the worker is killed only once it is no longer set aside
+        (holder.end())."""
+        while True:
+            stopped_s = holder.stopped_s() if holder is not None else 0.0
+            remaining = deadline + stopped_s - time.perf_counter()
+            if remaining <= 0:
+                if holder is not None:
+                    holder.end()  # it may have been stopped meanwhile: then it has time left
+                    if holder.stopped_s() > stopped_s:
+                        holder.begin(self.process.pid)
+                        continue
+                self.kill()
+                raise WorkerFailure.timed_out(timeout_s)
+            try:
+                ready = self.conn.poll(min(remaining, 0.5))
+            except (OSError, EOFError):
+                raise self.died() from None
+            if ready:
+                return time.perf_counter()
+            if not self.alive:
+                raise self.died()
+            stalled = watch.check() if watch is not None else None
+            if stalled:
+                if holder is not None:
+                    holder.end()
+                self.kill()
+                raise ImportStalled("timeout", stalled)
 
     def receive(
         self, op: Op, deadline: float, timeout_s: float, frugal: bool = False
