@@ -1,6 +1,8 @@
-"""How soon NVML says a GPU is idle once another process's kernels have stopped.
+"""How soon NVML says a GPU is idle once another process's kernels have stopped; and whether a
+tiny kernel's latency says the same at once.
 
     python benchmarks/probes/gpu_idle.py [--spin-s 1.0]
+    python benchmarks/probes/gpu_idle.py --launch
 
 A hanging candidate's correctness call holds its shared turn on the device until its timeout,
 and no timed case may start meanwhile (batch/turns.py). Stopping its worker (SIGSTOP) to time
@@ -12,6 +14,12 @@ spins the GPU for --spin-s seconds in 1 ms kernels, then sleeps, and reads the s
 after the child's last kernel ended the first sample reading 0 came, and whether any sample
 read 0 while the child's kernels ran. Then the same with the child stopped (SIGSTOP) in the
 middle of one long kernel: the samples must go on reading busy until that kernel ends.
+
+--launch asks whether a quicker test would do: how long a one-element kernel this process
+launches takes to return while a child is idle, spins in 1 ms kernels, is stopped inside one
+long kernel, or is stopped with thousands of 20 µs kernels queued. Kernels of two processes take
+turns on the GPU, so the latency would jump whenever the child's work is on the GPU, by as much
+as the GPU's time slice.
 """
 
 from __future__ import annotations
@@ -100,12 +108,105 @@ def watch(child: subprocess.Popen, nvml, handle, stop_after_s: float | None) -> 
     }
 
 
+PROBE = None  # a stream and a one-element tensor of this process's, made in launch_main
+LAUNCH_CHILD = r"""
+import sys, time, torch
+mode = sys.argv[1]
+torch.cuda.init(); x = torch.ones(1, device="cuda"); torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record(); torch.cuda._sleep(1_000_000); end.record(); torch.cuda.synchronize()
+cycles_per_ms = 1_000_000 / start.elapsed_time(end)
+print("ready", flush=True)
+if mode == "long":
+    torch.cuda._sleep(int(1500 * cycles_per_ms))
+elif mode == "queue":
+    for _ in range(20000):
+        torch.cuda._sleep(int(0.02 * cycles_per_ms))
+elif mode == "spin":
+    print("queued", flush=True)
+    began = time.time()
+    while time.time() - began < 2.0:
+        torch.cuda._sleep(int(cycles_per_ms)); torch.cuda.synchronize()
+print("queued", flush=True)
+time.sleep(5)
+"""
+
+
+def probe_latency_s(limit_s: float) -> float | None:
+    """Seconds from launching a one-element kernel on a stream of this process's own to its
+    end; None when it has not ended within limit_s."""
+    import torch
+
+    stream, flag = PROBE
+    done = torch.cuda.Event()
+    started = time.perf_counter()
+    with torch.cuda.stream(stream):
+        flag.add_(1)
+        done.record(stream)
+    while not done.query():
+        if time.perf_counter() - started > limit_s:
+            return None
+    return time.perf_counter() - started
+
+
+def launch_latencies(mode: str, stop: bool, count: int, every_s: float) -> dict:
+    """Latencies (µs; None: not back within 0.5 s) of `count` tiny kernels of this process,
+    one every `every_s`, from the child's "queued" on (stopped then, where `stop`)."""
+    child = subprocess.Popen([sys.executable, "-c", LAUNCH_CHILD, mode], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        assert child.stdout.readline().strip() == b"queued"
+        if stop:
+            os.kill(child.pid, signal.SIGSTOP)
+        latencies = []
+        for _ in range(count):
+            took = probe_latency_s(0.5)
+            latencies.append(None if took is None else round(took * 1e6, 1))
+            time.sleep(every_s)
+    finally:
+        if stop:
+            os.kill(child.pid, signal.SIGCONT)
+        child.kill()
+        child.wait()
+    done = sorted(v for v in latencies if v is not None)
+    return {
+        "latencies_us": latencies,
+        "min_us": done[0] if done else None,
+        "median_us": done[len(done) // 2] if done else None,
+        "max_us": done[-1] if done else None,
+        "over_1ms": sum(v is None or v > 1000 for v in latencies),
+    }
+
+
+def launch_main(json_path: Path | None) -> None:
+    import torch
+
+    global PROBE
+    PROBE = (torch.cuda.Stream(), torch.zeros(1, device="cuda"))
+    torch.cuda.synchronize()
+    results = {
+        "idle": launch_latencies("idle", False, 200, 0.002),
+        "spinning_1ms_kernels": launch_latencies("spin", False, 40, 0.02),
+        "stopped_in_long_kernel": launch_latencies("long", True, 30, 0.05),
+        "stopped_with_20000_queued": launch_latencies("queue", True, 40, 0.02),
+    }
+    for name, result in results.items():
+        shown = {k: v for k, v in result.items() if k != "latencies_us"}
+        print(f"{name}: {shown}; first ten {result['latencies_us'][:10]}")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spin-s", type=float, default=1.0)
     parser.add_argument("--long-ms", type=float, default=1500.0)
+    parser.add_argument("--launch", action="store_true", help="tiny kernels' latency instead")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.launch:
+        launch_main(args.json)
+        return
     nvml = devices._nvml()
     handle = devices._nvml_handle(devices.nvml_index(0))
     print(f"time.time() now {time.time():.3f}; newest sample:", samples(nvml, handle, 0)[-1:])

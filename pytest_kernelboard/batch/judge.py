@@ -23,9 +23,9 @@ import sys
 import threading
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
@@ -34,7 +34,7 @@ from ..errors import KernelboardError
 from ..evaluation.progress import Progress
 from ..evaluation.session import JudgingSession, reference_label
 from ..evaluation.submission import SubmissionEvaluation
-from ..judge import timing_core
+from ..judge import device_free, timing_core
 from ..judge.core import CaseOutcome, case_name
 from ..judge.evalpy import is_evalpy_task
 from ..judge.kernels import (
@@ -70,6 +70,21 @@ from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
+# A candidate still in preparation this long (its correctness call made ahead hangs, its build
+# runs) is passed over for the next prepared one: longer than a candidate's usual preparation.
+PASS_OVER_AFTER_S = 1.0
+
+
+@dataclass
+class _Pending:
+    """A candidate arrived and not yet judged: its preparation's thread, and whether it ended."""
+
+    index: int  # in the order the candidates came
+    candidate: Candidate
+    evaluation: SubmissionEvaluation
+    ready: threading.Event
+    thread: threading.Thread
+    arrived: float = field(default_factory=time.perf_counter)
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):
@@ -252,9 +267,11 @@ class BatchJudge:
         )
         # Each candidate's seconds per phase (phases.py), from its arrival to its record.
         self._clocks: dict[SubmissionEvaluation, PhaseClock] = {}
-        # Correctness side by side, timed work alone (turns.py); the outcomes made ahead of a
-        # candidate's turn, by case (_check_ahead).
-        self.turns = GpuTurns()
+        # Correctness side by side, timed work alone (turns.py), a hung call set aside where
+        # its device is seen idle; the outcomes made ahead of a candidate's turn, by case
+        # (_check_ahead). A multi-GPU or eval.py leaderboard's calls are not set aside.
+        plain = not (task.multi_gpu or is_evalpy_task(task))
+        self.turns = GpuTurns(quiet=self._device_quiet if plain else None)
         self._ahead: dict[SubmissionEvaluation, dict[str, CaseOutcome]] = {}
         self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
@@ -287,6 +304,15 @@ class BatchJudge:
         self._ended = False  # every candidate has arrived
         self._share_timed = False  # this judge's share of the reference is timed
 
+    def _device_quiet(self, since: float) -> bool:
+        """No kernel has run on this judge's device since `since` (time.time()): NVML's
+        samples on a GPU; on the host, stopped workers run nothing."""
+        if not self.session.use_cuda:
+            return True
+        import torch
+
+        return device_free.quiet_since(torch.cuda.current_device(), since)
+
     def evaluation(self, index: int, candidate: Candidate) -> SubmissionEvaluation:
         """The candidate's evaluation; its source is written to a folder of its own."""
         folder = self.folder / f"{index:06d}"
@@ -301,7 +327,10 @@ class BatchJudge:
 
     def judge(self, candidates: Iterable[Candidate]) -> Iterator[dict[str, Any]]:
         """Records in the order the candidates come; the next few are imported ahead, as far
-        as they have arrived (a stream of candidates is never waited for to look ahead)."""
+        as they have arrived (a stream of candidates is never waited for to look ahead). A
+        candidate still being prepared (its correctness call made ahead hangs, say) is passed
+        over for the next prepared one, up to `prefetch` of them at once, and its record kept
+        until it is its turn to come out."""
         arrived: Queue[Any] = Queue()
 
         def feed() -> None:
@@ -310,7 +339,8 @@ class BatchJudge:
             arrived.put(_END)
 
         threading.Thread(target=feed, daemon=True).start()
-        pending: deque[tuple[Candidate, SubmissionEvaluation, threading.Thread]] = deque()
+        pending: list[_Pending] = []  # arrived, not judged yet, oldest first
+        prepared = threading.Condition()  # a candidate's preparation ended
         ended = False
 
         def take(block: bool) -> bool:
@@ -329,18 +359,48 @@ class BatchJudge:
                 self.session.pool.expect(self._spares_for_the_reference())
                 return False
             clock = PhaseClock()
-            evaluation = self.evaluation(self._count, candidate)
+            index = self._count
+            evaluation = self.evaluation(index, candidate)
             self._count += 1
             self._clocks[evaluation] = clock
-            thread = threading.Thread(target=self._prepare, args=(evaluation, clock), daemon=True)
+            ready = threading.Event()
+
+            def prepare() -> None:
+                try:
+                    self._prepare(evaluation, clock)
+                finally:
+                    with prepared:
+                        ready.set()
+                        prepared.notify_all()
+
+            thread = threading.Thread(target=prepare, daemon=True)
+            pending.append(_Pending(index, candidate, evaluation, ready, thread))
             thread.start()
-            pending.append((candidate, evaluation, thread))
             return True
 
+        judged_up_to = -1  # the newest candidate judged: older ones pending were passed over
+
+        def passed_over() -> int:
+            return sum(e.index < judged_up_to for e in pending)
+
         def arrived_so_far() -> list[SubmissionEvaluation]:
-            while len(pending) <= self.prefetch and take(block=False):
+            while len(pending) - passed_over() <= self.prefetch and take(block=False):
                 pass
-            return [e for _, e, _ in pending]
+            return [e.evaluation for e in pending]
+
+        def next_prepared() -> _Pending:
+            """The oldest candidate once prepared; or a younger prepared one, where each older
+            one has been in preparation for PASS_OVER_AFTER_S and no more than `prefetch` are
+            passed over."""
+            with prepared:
+                while True:
+                    now = time.perf_counter()
+                    for older, entry in enumerate(pending):
+                        if entry.ready.is_set():
+                            return entry
+                        if now - entry.arrived < PASS_OVER_AFTER_S or older >= self.prefetch:
+                            break
+                    prepared.wait(timeout=0.05)
 
         if self.reference_share is not None:  # first, while the next candidates import
             # Not amid this judge's start-up: once its first candidate has imported, about where
@@ -349,17 +409,23 @@ class BatchJudge:
             # share of one worker took 11 to 13 s on four H200s; after the first import, 2 to
             # 4 s on four H100s.
             if arrived_so_far():
-                pending[0][2].join()
+                pending[0].thread.join()
             self._time_reference_share(arrived_so_far)
+        kept: dict[int, dict[str, Any]] = {}  # records judged before an older candidate's
+        next_out = 0
         while pending or take(block=True):
-            while len(pending) <= self.prefetch and take(block=False):
-                pass
-            candidate, evaluation, thread = pending.popleft()
-            with self._clocks[evaluation].phase("prepare_wait"):
-                thread.join()
+            arrived_so_far()
+            waiting = time.perf_counter()
+            entry = next_prepared()
+            pending.remove(entry)
+            judged_up_to = max(judged_up_to, entry.index)
+            candidate, evaluation = entry.candidate, entry.evaluation
+            self._clocks[evaluation].add("prepare_wait", time.perf_counter() - waiting)
+            entry.thread.join()
             started = time.perf_counter()
             try:
-                record = self._judge_one(candidate, evaluation, [e for _, e, _ in pending])
+                others = [e.evaluation for e in pending]
+                record = self._judge_one(candidate, evaluation, others)
             except Exception as error:  # the judge's own failure: this candidate's record says
                 traceback.print_exc()  # so, and the candidates after it are still judged
                 took = time.perf_counter() - started
@@ -368,10 +434,13 @@ class BatchJudge:
             finally:
                 self._clocks.pop(evaluation, None)
                 self._close_later(evaluation)
-            yield record
-        for _, evaluation, thread in pending:
-            thread.join()
-            evaluation.close()
+            kept[entry.index] = record
+            while next_out in kept:
+                yield kept.pop(next_out)
+                next_out += 1
+        for entry in pending:
+            entry.thread.join()
+            entry.evaluation.close()
         self._closed()
 
     def _prepare(self, evaluation: SubmissionEvaluation, clock: PhaseClock) -> None:
@@ -510,7 +579,8 @@ class BatchJudge:
         judged candidate's worker is still alive (its turn's `meanwhile` saw to that, _judge_one).
         `checked`: its correctness call, made ahead and passed."""
         stopped = [e for e in others if e.workers()]
-        idle = [w.process.pid for e in stopped for w in e.workers()]
+        aside = self.turns.aside_roots()  # stopped until the turn ends, not by `paused`
+        idle = [w.process.pid for e in stopped for w in e.workers() if w.process.pid not in aside]
         stopping = time.perf_counter()
         with paused(idle), working_for(clock):
             case_started = time.perf_counter()
@@ -566,7 +636,9 @@ class BatchJudge:
         @contextmanager
         def around() -> Iterator[None]:  # alone on the device, the candidates' workers stopped
             with self.turns.exclusive():
-                with paused([w.process.pid for e in arrived() for w in e.workers()]):
+                aside = self.turns.aside_roots()  # stopped until the turn ends
+                workers = [w.process.pid for e in arrived() for w in e.workers()]
+                with paused([pid for pid in workers if pid not in aside]):
                     yield
 
         def publish(index: int, timings: list[dict[str, Any]] | ReferenceUnavailable) -> None:

@@ -1,0 +1,216 @@
+"""A hung correctness call set aside while other candidates are timed: its worker stopped, its
+stop left out of its timeout, and the candidates behind it judged meanwhile."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelboard.batch import Candidate, judge_many
+from pytest_kernelboard.batch import turns as turns_module
+from pytest_kernelboard.batch.turns import GpuTurns
+from pytest_kernelboard.supervisor import aside
+from pytest_kernelboard.supervisor.proctree import process_state
+
+GOOD = "def custom_kernel(data):\n    x, out = data\n    out.copy_(x + 1)\n    return out\n"
+HANG = "import time\n\ndef custom_kernel(data):\n    while True:\n        time.sleep(0.05)\n"
+STOPPED = ("T", "t")
+
+
+@pytest.fixture
+def sleeper():
+    """A process standing in for a worker whose call hangs."""
+    process = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture
+def quick_staleness(monkeypatch):
+    monkeypatch.setattr(turns_module, "STALE_AFTER_S", 0.2)
+    monkeypatch.setattr(turns_module, "RETRY_AFTER_S", 0.2)
+
+
+class Call:
+    """A thread's shared turn, waiting on `pid`'s reply until `release` is set."""
+
+    def __init__(self, turns: GpuTurns, pid: int) -> None:
+        self.turns, self.pid = turns, pid
+        self.waiting, self.release = threading.Event(), threading.Event()
+        self.ended_at: float | None = None
+        self.stopped_s: float | None = None
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+        assert self.waiting.wait(5)
+
+    def run(self) -> None:
+        with self.turns.shared():
+            holder = aside.current()
+            assert holder is not None, "a shared turn lets its calls be set aside"
+            holder.begin(self.pid)
+            self.waiting.set()
+            self.release.wait(10)
+            holder.end()
+            self.ended_at = time.perf_counter()
+            self.stopped_s = holder.stopped_s()
+
+    def finish(self) -> None:
+        self.release.set()
+        self.thread.join(10)
+
+
+def test_a_stale_call_is_set_aside_and_its_stop_is_not_its_own(sleeper, quick_staleness):
+    asked: list[float] = []
+    turns = GpuTurns(quiet=lambda since: asked.append(since) or True)
+    call = Call(turns, sleeper.pid)
+    started = time.perf_counter()
+    with turns.exclusive():
+        got_at = time.perf_counter()
+        assert process_state(sleeper.pid) in STOPPED, "the hung call's worker runs on"
+        assert turns.aside_roots() == {sleeper.pid}
+        call.release.set()  # its reply came: its thread waits until the turn ends
+        time.sleep(0.3)
+        assert call.ended_at is None, "a call set aside went on during the timed case"
+        left_at = time.perf_counter()
+    call.thread.join(10)
+    assert 0.2 <= got_at - started < 2.0, "the timed case waited for the hung call's end"
+    assert len(asked) == 1 and turns.set_aside_count == 1
+    assert call.ended_at is not None and call.ended_at >= left_at
+    assert call.stopped_s == pytest.approx(call.ended_at - got_at, abs=0.1)
+    assert process_state(sleeper.pid) not in STOPPED
+    assert not turns.aside_roots()
+
+
+def test_a_call_whose_device_is_busy_is_waited_for_and_tried_again(sleeper, quick_staleness):
+    asked: list[float] = []
+    turns = GpuTurns(quiet=lambda since: asked.append(since) and False)
+    call = Call(turns, sleeper.pid)
+    threading.Timer(0.9, call.release.set).start()
+    with turns.exclusive():
+        assert call.ended_at is not None, "the timed case began beside a busy call"
+        assert process_state(sleeper.pid) not in STOPPED
+    call.thread.join(10)
+    assert len(asked) >= 2, "the call was not tried again after RETRY_AFTER_S"
+    assert turns.set_aside_count == 0
+    # Each try stopped its worker, and the stops are left out of its timeout too.
+    assert 0 < call.stopped_s < 0.9
+
+
+def test_a_young_call_and_a_judge_without_quiet_are_waited_for(sleeper, quick_staleness):
+    asked: list[float] = []
+    young = GpuTurns(quiet=lambda since: asked.append(since) or True)
+    call = Call(young, sleeper.pid)
+    threading.Timer(0.1, call.release.set).start()
+    with young.exclusive():
+        assert call.ended_at is not None
+    assert not asked and young.set_aside_count == 0
+
+    plain = GpuTurns()
+    call = Call(plain, sleeper.pid)
+    threading.Timer(0.6, call.release.set).start()
+    with plain.exclusive():
+        assert call.ended_at is not None
+    call.thread.join(10)
+    assert call.stopped_s == 0.0
+
+
+def test_a_call_set_aside_stays_stopped_through_nested_turns(sleeper, quick_staleness):
+    """The reference timed inside a candidate's case, its correctness calls in shared turns
+    inside: the worker set aside goes on only when the outermost turn ends."""
+    turns = GpuTurns(quiet=lambda since: True)
+    call = Call(turns, sleeper.pid)
+    with turns.exclusive():
+        with turns.exclusive(), turns.shared():
+            pass
+        assert process_state(sleeper.pid) in STOPPED
+    call.finish()
+    assert process_state(sleeper.pid) not in STOPPED
+
+
+@pytest.fixture(scope="module")
+def batch_with_a_hang(tmp_path_factory):
+    """Benchmark mode on the host: a good candidate, one that hangs in its first call (a 4 s
+    test timeout), and four more good ones; each candidate's judging start and end, and each
+    shared turn's call: how long it took and how long its worker was stopped."""
+    from pytest_kernelboard.batch.judge import BatchJudge
+
+    root = tmp_path_factory.mktemp("aside") / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    task_yml = root / "leaderboards" / "addone" / "task.yml"
+    task_yml.write_text(task_yml.read_text().replace("test_timeout: 20", "test_timeout: 4"))
+    judged: dict[str, tuple[float, float]] = {}
+    judge_one = BatchJudge._judge_one
+    calls: list[tuple[float, float]] = []  # each call's seconds from its start, and stopped
+    began: dict[int, float] = {}
+    begin, end = turns_module._SharedTurn.begin, turns_module._SharedTurn.end
+
+    def timed_judge_one(self, candidate, evaluation, others):
+        started = time.perf_counter()
+        try:
+            return judge_one(self, candidate, evaluation, others)
+        finally:
+            judged[candidate.id] = (started, time.perf_counter())
+
+    def first_begin(self, root_pid):
+        began.setdefault(id(self), time.perf_counter())
+        begin(self, root_pid)
+
+    def counted_end(self):
+        end(self)
+        if id(self) in began:
+            calls.append((time.perf_counter() - began.pop(id(self)), self.stopped_total))
+
+    def candidates():
+        yield Candidate("c0.py", GOOD)
+        time.sleep(2.0)  # the hang's call is made ahead once the first judge knows the inputs
+        yield Candidate("hang.py", HANG)
+        for i in range(2, 6):
+            yield Candidate(f"c{i}.py", f"# {i}\n{GOOD}")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BatchJudge, "_judge_one", timed_judge_one)
+        patch.setattr(turns_module._SharedTurn, "begin", first_begin)
+        patch.setattr(turns_module._SharedTurn, "end", counted_end)
+        started = time.perf_counter()
+        records = list(judge_many("addone", candidates(), mode="benchmark", root=root, gpus=[]))
+        took = time.perf_counter() - started
+    return records, judged, calls, took
+
+
+def test_the_candidates_behind_a_hung_call_are_judged_meanwhile(batch_with_a_hang):
+    records, judged, _, _ = batch_with_a_hang
+    assert [r["id"] for r in records] == ["c0.py", "hang.py", "c2.py", "c3.py", "c4.py", "c5.py"]
+    assert [r["status"] for r in records] == [
+        "passed",
+        "error",
+        "passed",
+        "passed",
+        "passed",
+        "passed",
+    ]
+    hang = records[1]
+    assert hang["error_kind"] == "timeout" and "4" in hang["message"], hang["message"]
+    # Judged while the hung call waited out its timeout, not after it.
+    hang_started = judged["hang.py"][0]
+    behind = [judged[f"c{i}.py"][1] for i in range(2, 6)]
+    assert max(behind) < hang_started, "the candidates behind the hang waited for its timeout"
+    for record in records[2:]:
+        assert record["phases"]["timing"] > 0
+
+
+def test_a_call_set_aside_keeps_its_whole_timeout(batch_with_a_hang):
+    """The hung call was stopped while the others were timed, and those seconds were added to
+    its 4 s: it timed out after 4 s of its own time, not of the clock's."""
+    _, _, calls, _ = batch_with_a_hang
+    set_aside = [(took, stopped) for took, stopped in calls if stopped > 0]
+    assert len(set_aside) == 1, calls
+    ((took, stopped),) = set_aside
+    assert 4.0 + stopped - 0.05 <= took <= 4.0 + stopped + 1.0
+    assert stopped > 0.1  # four timed cases' worth

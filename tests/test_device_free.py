@@ -1,0 +1,44 @@
+"""The judge's check that a stopped worker left no kernel running on its GPU (NVML's
+utilisation samples), on a real GPU: busy while a stopped process's long kernel runs on,
+idle once it has ended."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_kernelboard.judge import device_free, devices
+
+pytestmark = pytest.mark.skipif(
+    not devices.has_cuda(), reason="needs a CUDA device and NVML: it reads the GPU's samples"
+)
+
+LONG_KERNEL = r"""
+import sys, time, torch
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record(); torch.cuda._sleep(1_000_000); end.record(); torch.cuda.synchronize()
+torch.cuda._sleep(int(1_500 * 1_000_000 / start.elapsed_time(end)))  # 1.5 s, queued
+print("queued", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_stopped_process_s_kernel_reads_busy_until_it_ends_then_idle():
+    child = subprocess.Popen([sys.executable, "-c", LONG_KERNEL], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"queued"
+        os.kill(child.pid, signal.SIGSTOP)
+        stopped = time.time()
+        assert not device_free.quiet_since(0, stopped), "read idle while the kernel ran"
+        time.sleep(max(0.0, stopped + 1.7 - time.time()))  # the kernel has ended
+        assert device_free.quiet_since(0, time.time()), "read busy with nothing running"
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        child.kill()
+        child.wait()
