@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
@@ -70,8 +70,8 @@ from .turns import GpuTurns
 
 MODES = ("test", "benchmark")
 _END = object()  # the end of a stream of candidates
-# A candidate still in preparation this long (its correctness call made ahead hangs, its build
-# runs) is passed over for the next prepared one: longer than a candidate's usual preparation.
+# A candidate whose correctness calls made ahead have taken this long (one hangs) is passed over
+# for the next prepared one: far longer than a candidate's calls take.
 PASS_OVER_AFTER_S = 1.0
 
 
@@ -84,7 +84,6 @@ class _Pending:
     evaluation: SubmissionEvaluation
     ready: threading.Event
     thread: threading.Thread
-    arrived: float = field(default_factory=time.perf_counter)
 
 
 class UnknownLeaderboard(KernelboardError, KeyError):
@@ -273,6 +272,8 @@ class BatchJudge:
         plain = not (task.multi_gpu or is_evalpy_task(task))
         self.turns = GpuTurns(quiet=self._device_quiet if plain else None)
         self._ahead: dict[SubmissionEvaluation, dict[str, CaseOutcome]] = {}
+        # When each candidate's correctness calls made ahead began (judge: passing over).
+        self._checking_since: dict[SubmissionEvaluation, float] = {}
         self._closing: list[threading.Thread] = []  # judged candidates' workers being killed
         self._shared_keys: set[str] = set()  # the cases whose reference the judges share
         # One GPU: reference timings made with the first case's, for the cases still to come.
@@ -390,15 +391,19 @@ class BatchJudge:
 
         def next_prepared() -> _Pending:
             """The oldest candidate once prepared; or a younger prepared one, where each older
-            one has been in preparation for PASS_OVER_AFTER_S and no more than `prefetch` are
-            passed over."""
+            one's correctness calls made ahead have taken PASS_OVER_AFTER_S so far and no more
+            than `prefetch` are passed over. A worker's start and import are not passed over:
+            they come in order, and the first candidates are judged in the order they came."""
             with prepared:
                 while True:
                     now = time.perf_counter()
                     for older, entry in enumerate(pending):
                         if entry.ready.is_set():
                             return entry
-                        if now - entry.arrived < PASS_OVER_AFTER_S or older >= self.prefetch:
+                        checking = self._checking_since.get(entry.evaluation)
+                        if checking is None or now - checking < PASS_OVER_AFTER_S:
+                            break
+                        if older >= self.prefetch:
                             break
                     prepared.wait(timeout=0.05)
 
@@ -418,6 +423,7 @@ class BatchJudge:
             waiting = time.perf_counter()
             entry = next_prepared()
             pending.remove(entry)
+            self._checking_since.pop(entry.evaluation, None)
             judged_up_to = max(judged_up_to, entry.index)
             candidate, evaluation = entry.candidate, entry.evaluation
             self._clocks[evaluation].add("prepare_wait", time.perf_counter() - waiting)
@@ -451,6 +457,7 @@ class BatchJudge:
         for phase in ("worker_start", "import"):
             clock.add(phase, _startup_s(evaluation, phase))
         self._ahead[evaluation] = {}
+        self._checking_since[evaluation] = time.perf_counter()
         try:
             self._check_ahead(evaluation, clock)
         except Exception as exc:  # the judging thread makes the rest in its turn
