@@ -136,8 +136,8 @@ def test_a_call_set_aside_stays_stopped_through_nested_turns(sleeper, quick_stal
 
 @pytest.fixture(scope="module")
 def batch_with_a_hang(tmp_path_factory):
-    """Benchmark mode on the host: a good candidate, one that hangs in its first call (a 4 s
-    test timeout), and four more good ones; each candidate's judging start and end, and each
+    """Benchmark mode: four good candidates, one that hangs in its first call (a 4 s test
+    timeout), and four more good ones; each candidate's judging start and end, and each
     shared turn's call: how long it took and how long its worker was stopped."""
     from pytest_kernelboard.batch.judge import BatchJudge
 
@@ -167,41 +167,36 @@ def batch_with_a_hang(tmp_path_factory):
         if id(self) in began:
             calls.append((time.perf_counter() - began.pop(id(self)), self.stopped_total))
 
-    def candidates():
-        yield Candidate("c0.py", GOOD)
-        time.sleep(2.0)  # the hang's call is made ahead once the first judge knows the inputs
-        yield Candidate("hang.py", HANG)
-        for i in range(2, 6):
-            yield Candidate(f"c{i}.py", f"# {i}\n{GOOD}")
+    # The hang comes fifth: it arrives as the first is judged (four are prepared at once), by
+    # when a judge has made the cases' inputs (each small?), so its calls are made ahead.
+    sources = [GOOD] * 4 + [HANG] + [GOOD] * 4
+    candidates = [
+        Candidate("hang.py" if source is HANG else f"c{i}.py", f"# {i}\n{source}")
+        for i, source in enumerate(sources)
+    ]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(BatchJudge, "_judge_one", timed_judge_one)
         patch.setattr(turns_module._SharedTurn, "begin", first_begin)
         patch.setattr(turns_module._SharedTurn, "end", counted_end)
         started = time.perf_counter()
-        records = list(judge_many("addone", candidates(), mode="benchmark", root=root, gpus=[]))
+        records = list(judge_many("addone", candidates, mode="benchmark", root=root, gpus=[]))
         took = time.perf_counter() - started
     return records, judged, calls, took
 
 
 def test_the_candidates_behind_a_hung_call_are_judged_meanwhile(batch_with_a_hang):
     records, judged, _, _ = batch_with_a_hang
-    assert [r["id"] for r in records] == ["c0.py", "hang.py", "c2.py", "c3.py", "c4.py", "c5.py"]
-    assert [r["status"] for r in records] == [
-        "passed",
-        "error",
-        "passed",
-        "passed",
-        "passed",
-        "passed",
-    ]
-    hang = records[1]
+    ids = ["c0.py", "c1.py", "c2.py", "c3.py", "hang.py", "c5.py", "c6.py", "c7.py", "c8.py"]
+    assert [r["id"] for r in records] == ids  # in the order they came
+    assert [r["status"] for r in records] == ["passed"] * 4 + ["error"] + ["passed"] * 4
+    hang = records[4]
     assert hang["error_kind"] == "timeout" and "4" in hang["message"], hang["message"]
     # Judged while the hung call waited out its timeout, not after it.
     hang_started = judged["hang.py"][0]
-    behind = [judged[f"c{i}.py"][1] for i in range(2, 6)]
+    behind = [judged[f"c{i}.py"][1] for i in range(5, 9)]
     assert max(behind) < hang_started, "the candidates behind the hang waited for its timeout"
-    for record in records[2:]:
+    for record in records[5:]:
         assert record["phases"]["timing"] > 0
 
 
