@@ -38,6 +38,17 @@ def quick_staleness(monkeypatch):
     monkeypatch.setattr(turns_module, "RETRY_AFTER_S", 0.2)
 
 
+def quiet_answering(answer: bool):
+    """A `quiet` that answers `answer`, and the moments it was asked about."""
+    asked: list[float] = []
+
+    def quiet(since: float) -> bool:
+        asked.append(since)
+        return answer
+
+    return quiet, asked
+
+
 class Call:
     """A thread's shared turn, waiting on `pid`'s reply until `release` is set."""
 
@@ -67,8 +78,8 @@ class Call:
 
 
 def test_a_stale_call_is_set_aside_and_its_stop_is_not_its_own(sleeper, quick_staleness):
-    asked: list[float] = []
-    turns = GpuTurns(quiet=lambda since: asked.append(since) or True)
+    quiet, asked = quiet_answering(True)
+    turns = GpuTurns(quiet=quiet)
     call = Call(turns, sleeper.pid)
     started = time.perf_counter()
     with turns.exclusive():
@@ -89,8 +100,8 @@ def test_a_stale_call_is_set_aside_and_its_stop_is_not_its_own(sleeper, quick_st
 
 
 def test_a_call_whose_device_is_busy_is_waited_for_and_tried_again(sleeper, quick_staleness):
-    asked: list[float] = []
-    turns = GpuTurns(quiet=lambda since: asked.append(since) and False)
+    quiet, asked = quiet_answering(False)
+    turns = GpuTurns(quiet=quiet)
     call = Call(turns, sleeper.pid)
     threading.Timer(0.9, call.release.set).start()
     with turns.exclusive():
@@ -104,8 +115,8 @@ def test_a_call_whose_device_is_busy_is_waited_for_and_tried_again(sleeper, quic
 
 
 def test_a_young_call_and_a_judge_without_quiet_are_waited_for(sleeper, quick_staleness):
-    asked: list[float] = []
-    young = GpuTurns(quiet=lambda since: asked.append(since) or True)
+    quiet, asked = quiet_answering(True)
+    young = GpuTurns(quiet=quiet)
     call = Call(young, sleeper.pid)
     threading.Timer(0.1, call.release.set).start()
     with young.exclusive():
@@ -124,7 +135,7 @@ def test_a_young_call_and_a_judge_without_quiet_are_waited_for(sleeper, quick_st
 def test_a_call_set_aside_stays_stopped_through_nested_turns(sleeper, quick_staleness):
     """The reference timed inside a candidate's case, its correctness calls in shared turns
     inside: the worker set aside goes on only when the outermost turn ends."""
-    turns = GpuTurns(quiet=lambda since: True)
+    turns = GpuTurns(quiet=quiet_answering(True)[0])
     call = Call(turns, sleeper.pid)
     with turns.exclusive():
         with turns.exclusive(), turns.shared():
