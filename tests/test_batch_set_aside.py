@@ -220,3 +220,19 @@ def test_a_call_set_aside_keeps_its_whole_timeout(batch_with_a_hang):
     ((took, stopped),) = set_aside
     assert 4.0 + stopped - 0.05 <= took <= 4.0 + stopped + 1.0
     assert stopped > 0.1  # four timed cases' worth
+
+
+def test_a_failed_look_at_the_device_leaves_the_call_running(sleeper, quick_staleness):
+    """NVML failing mid-check counts as a busy device: the worker goes on, nothing is stuck."""
+
+    def failing(since: float) -> bool:
+        raise RuntimeError("NVML went away")
+
+    turns = GpuTurns(quiet=failing)
+    call = Call(turns, sleeper.pid)
+    threading.Timer(0.6, call.release.set).start()
+    with turns.exclusive():
+        assert call.ended_at is not None
+    call.thread.join(10)
+    assert process_state(sleeper.pid) not in STOPPED
+    assert turns.set_aside_count == 0

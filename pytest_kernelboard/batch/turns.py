@@ -143,6 +143,8 @@ class GpuTurns:
                 turn.stopped = stop(process_tree(turn.root_pid)) if turn.root_pid else []
             since = time.time()  # every worker is stopped: what runs from now was queued
             idle = all(t.seen_idle for t in running) or self._quiet(since)
+        except Exception:  # the look failed (NVML, /proc): as though the device were busy
+            idle = False
         finally:
             self._changed.acquire()
         now = time.perf_counter()
@@ -181,11 +183,17 @@ class GpuTurns:
             raise
         with self._changed:
             if asking:
-                while self._exclusive is not None or self._running():
-                    if self._exclusive is None:
-                        self._set_aside_stale()
-                    if self._exclusive is not None or self._running():
-                        self._changed.wait(POLL_S)
+                try:
+                    while self._exclusive is not None or self._running():
+                        if self._exclusive is None:
+                            self._set_aside_stale()
+                        if self._exclusive is not None or self._running():
+                            self._changed.wait(POLL_S)
+                except BaseException:  # interrupted while waiting: nothing stays stopped
+                    self._let_go_on()
+                    self._waiting = False
+                    self._changed.notify_all()
+                    raise
                 self._waiting = False
                 self._exclusive = me
             self._depth += 1
