@@ -245,23 +245,61 @@ def test_a_multi_gpu_leaderboard_is_judged_by_one_judge_that_sees_every_gpu_name
     assert gpu_groups(load_task(leaderboards / "vectoradd" / "task.yml"), [0, 1]) == [[0], [1]]
 
 
-def test_a_short_batch_is_dealt_around_the_judges():
-    """Four candidates for two GPUs' judges go one to each in turn, not the first three to one
-    judge: a batch shorter than the judges' queues still keeps every GPU busy."""
+def dealing_alone(gpus: int):
+    """GpuJudges' dealing alone, with no processes: its `_tell` is the test's."""
     from collections import deque
     from queue import Queue
 
-    judges = fanout.GpuJudges.__new__(fanout.GpuJudges)  # the dealing alone, no processes
-    judges.processes, judges.gpus = [None, None], [[0], [1]]
-    judges.assigned, judges.ended = [deque(), deque()], set()
-    judges.broken, judges._sent, judges.inbox = False, 0, Queue()
+    judges = fanout.GpuJudges.__new__(fanout.GpuJudges)
+    judges.processes, judges.gpus = [None] * gpus, [[g] for g in range(gpus)]
+    judges.assigned, judges.told = [deque() for _ in range(gpus)], [[] for _ in range(gpus)]
+    judges.ended, judges.broken, judges._sent, judges.inbox = set(), False, 0, Queue()
     judges.in_flight = fanout.IN_FLIGHT
+    return judges
+
+
+def answer(judges, slot: int, message: dict, place: int) -> None:
+    """The judge's record of the candidate it got `place`-th."""
+    record = {"id": message["candidate"]["id"], "status": "passed"}
+    judges.inbox.put((slot, {"type": fanout.RECORD, "index": place, "record": record}))
+
+
+def test_a_judge_s_records_out_of_order_are_put_back_in_place():
+    """A judge passes over a candidate whose calls hang and sends the next ones' records first:
+    the parent finds each record's candidate by its place, sends that judge the next candidates
+    meanwhile, and yields the records in the order given."""
+    judges = dealing_alone(1)
+    told: list[tuple[str, int]] = []
+    held: list[tuple[dict, int]] = []
+
+    def tell(slot: int, message: dict) -> None:
+        place = len(told)
+        told.append((message["candidate"]["id"], len(judges.assigned[0])))
+        if message["candidate"]["id"] == "a.py":  # it hangs: answered once the rest are
+            held.append((message, place))
+        else:
+            answer(judges, slot, message, place)
+        if len(told) == 6:
+            answer(judges, slot, *held.pop())
+
+    judges._tell = tell
+    candidates = [Candidate(f"{name}.py", GOOD) for name in "abcdef"]
+    records = list(judges.judge(candidates))
+    assert [r["id"] for r in records] == [c.id for c in candidates]
+    assert [name for name, _ in told] == [c.id for c in candidates]
+    # All six were sent while the first was held, never more than IN_FLIGHT at once.
+    assert max(in_flight for _, in_flight in told) == fanout.IN_FLIGHT
+
+
+def test_a_short_batch_is_dealt_around_the_judges():
+    """Four candidates for two GPUs' judges go one to each in turn, not the first three to one
+    judge: a batch shorter than the judges' queues still keeps every GPU busy."""
+    judges = dealing_alone(2)
     dealt: list[tuple[int, str]] = []
 
     def tell(slot: int, message: dict) -> None:  # each judge answers at once
         dealt.append((slot, message["candidate"]["id"]))
-        record = {"id": message["candidate"]["id"], "status": "passed"}
-        judges.inbox.put((slot, {"type": fanout.RECORD, "record": record}))
+        answer(judges, slot, message, sum(s == slot for s, _ in dealt) - 1)
 
     judges._tell = tell
     candidates = [Candidate(f"{name}.py", GOOD) for name in "abcd"]

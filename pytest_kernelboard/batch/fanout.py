@@ -11,7 +11,8 @@ ways, a line is one JSON object whose "type" says what it is:
     parent -> judge   candidate         {"candidate": {id, source, lang}}
                       reference         {"case": KEY, "timing": {...}} or {"case", "error"};
                                         "case": null fails every case not yet sent
-    judge -> parent   record            {"record": {...}}, one per candidate, in the order sent
+    judge -> parent   record            {"index": I, "record": {...}}, one per candidate, as
+                                        each is judged; I: its place among those sent to it
                       reference_share   {"case": KEY, "label", "workers": [N-1-K, ...],
                                         "timings": [one per worker]} or {"case", "error"}
                       phase             where the judge's time went (shown as progress)
@@ -164,6 +165,8 @@ class GpuJudges:
             # Pinned as it starts, before torch or any worker: all it starts inherits the set.
             pin_process(self.processes[-1].pid, self.cpu_sets[slot])
         self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
+        # Each judge's candidates, every batch's, by the place its records name (RECORD's index).
+        self.told: list[list[int]] = [[] for _ in self.processes]
         self.combiner = _Combiner(len(self.processes), reference_workers)
         self.ended: set[int] = set()
         self.broken = False  # a batch ended with candidates in flight: no further batch
@@ -229,6 +232,7 @@ class GpuJudges:
                 return False
             index = waiting.popleft()
             self.assigned[slot].append(index)
+            self.told[slot].append(index)
             candidate = candidates[index - base]
             self._tell(slot, {"type": CANDIDATE, "candidate": asdict(candidate)})
             return True
@@ -257,7 +261,9 @@ class GpuJudges:
                     for other in range(len(self.processes)):
                         top_up(other)
                 elif message.get("type") == RECORD:
-                    ready[self.assigned[slot].popleft()] = message["record"]
+                    index = self.told[slot][message["index"]]
+                    self.assigned[slot].remove(index)
+                    ready[index] = message["record"]
                     top_up(slot)
                 else:
                     self._handle(slot, message, progress)

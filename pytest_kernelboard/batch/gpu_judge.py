@@ -86,8 +86,10 @@ def main(argv: list[str]) -> int:
             yield candidate
 
     try:
-        for record in judge.judge(incoming()):
-            send({"type": RECORD, "record": record})
+        # As each is judged: one passed over (its calls hang) does not hold the others' back,
+        # and the parent, which keeps this judge's candidates in flight, sends the next.
+        for index, record in judge.judge_as_done(incoming()):
+            send({"type": RECORD, "index": index, "record": record})
         share.report("candidates", **judge.account)
     finally:
         judge.close()

@@ -327,11 +327,24 @@ class BatchJudge:
         return self.session.evaluation(self.task, SubmissionRef(path, self.task.name, candidate.id))
 
     def judge(self, candidates: Iterable[Candidate]) -> Iterator[dict[str, Any]]:
-        """Records in the order the candidates come; the next few are imported ahead, as far
-        as they have arrived (a stream of candidates is never waited for to look ahead). A
-        candidate still being prepared (its correctness call made ahead hangs, say) is passed
-        over for the next prepared one, up to `prefetch` of them at once, and its record kept
-        until it is its turn to come out."""
+        """Records in the order the candidates come (judge_as_done's, a record judged before
+        an older candidate's kept until that one's is out)."""
+        kept: dict[int, dict[str, Any]] = {}
+        next_out = 0
+        for index, record in self.judge_as_done(candidates):
+            kept[index] = record
+            while next_out in kept:
+                yield kept.pop(next_out)
+                next_out += 1
+
+    def judge_as_done(
+        self, candidates: Iterable[Candidate]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(the candidate's place in `candidates`, its record), as each is judged; the next few
+        are imported ahead, as far as they have arrived (a stream of candidates is never waited
+        for to look ahead). A candidate whose correctness calls made ahead have run
+        PASS_OVER_AFTER_S (one hangs) is passed over for the next prepared one, up to
+        `prefetch` of them at once."""
         arrived: Queue[Any] = Queue()
 
         def feed() -> None:
@@ -416,8 +429,6 @@ class BatchJudge:
             if arrived_so_far():
                 pending[0].thread.join()
             self._time_reference_share(arrived_so_far)
-        kept: dict[int, dict[str, Any]] = {}  # records judged before an older candidate's
-        next_out = 0
         while pending or take(block=True):
             arrived_so_far()
             waiting = time.perf_counter()
@@ -440,10 +451,7 @@ class BatchJudge:
             finally:
                 self._clocks.pop(evaluation, None)
                 self._close_later(evaluation)
-            kept[entry.index] = record
-            while next_out in kept:
-                yield kept.pop(next_out)
-                next_out += 1
+            yield entry.index, record
         for entry in pending:
             entry.thread.join()
             entry.evaluation.close()
