@@ -236,3 +236,45 @@ def test_a_failed_look_at_the_device_leaves_the_call_running(sleeper, quick_stal
     call.thread.join(10)
     assert process_state(sleeper.pid) not in STOPPED
     assert turns.set_aside_count == 0
+
+
+def test_a_stream_s_next_candidates_are_taken_while_one_hangs(tmp_path):
+    """As a GPU's judge process gets them (gpu_judge.py): candidates come one at a time, the
+    next only once a record is out. The ones that come while an earlier one hangs are taken
+    and judged meanwhile, their records out before the hung one's."""
+    from queue import Queue
+
+    from pytest_kernelboard.batch.judge import BatchJudge, find_task
+
+    root = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "core", root)
+    task_yml = root / "leaderboards" / "addone" / "task.yml"
+    task_yml.write_text(task_yml.read_text().replace("test_timeout: 20", "test_timeout: 8"))
+    task, root = find_task("addone", root)
+    judge = BatchJudge(task, "benchmark", root, 10.0, prefetch=2)
+    sources = [GOOD] * 3 + [HANG] + [GOOD] * 5
+    queued: Queue = Queue()
+    for i in range(5):  # three in flight beyond the first two, as the parent keeps them
+        queued.put(Candidate("hang.py" if sources[i] is HANG else f"c{i}.py", sources[i]))
+    sent = 5
+
+    def stream():
+        while (candidate := queued.get()) is not None:
+            yield candidate
+
+    out: list[tuple[str, float]] = []
+    try:
+        for _, record in judge.judge_as_done(stream()):
+            out.append((record["id"], time.perf_counter()))
+            if sent < len(sources):  # the parent sends the next one for each record back,
+                # which reaches the judge a moment later
+                candidate = Candidate(f"c{sent}.py", f"# {sent}\n{sources[sent]}")
+                threading.Timer(3.0, queued.put, args=(candidate,)).start()
+                sent += 1
+            elif len(out) == len(sources):
+                queued.put(None)
+    finally:
+        judge.close()
+    ids = [name for name, _ in out]
+    assert sorted(ids) == sorted(["hang.py", *(f"c{i}.py" for i in (0, 1, 2, 4, 5, 6, 7, 8))])
+    assert ids[-1] == "hang.py", f"the candidates sent after the hang waited for it: {ids}"

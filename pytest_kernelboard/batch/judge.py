@@ -409,6 +409,7 @@ class BatchJudge:
             they come in order, and the first candidates are judged in the order they came."""
             with prepared:
                 while True:
+                    arrived_so_far()  # a stream's next candidates, come while one hangs
                     now = time.perf_counter()
                     for older, entry in enumerate(pending):
                         if entry.ready.is_set():
