@@ -200,6 +200,22 @@ def test_this_machine_stop_returns_once_a_busy_process_is_stopped():
         spinner.wait()
 
 
+def test_this_machine_stop_leaves_a_process_stopped_by_another_to_it():
+    """A worker already stopped (a batch's call set aside, a worker whose output is being read)
+    is not stopped again, so pausing it around a timed case does not let it go on after."""
+    from pytest_kernelboard.supervisor import pausing
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    try:
+        assert pausing.stop([sleeper.pid]) == [sleeper.pid]  # the other owner's stop
+        assert pausing.stop([sleeper.pid]) == []  # not this one's to let go on
+        assert read_snapshot().processes[sleeper.pid].state == "T"
+        pausing.go_on([sleeper.pid])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_this_machine_a_blocked_flock_names_its_holder(tmp_path):
     path = tmp_path / "build.lock"
     with open(path, "w") as held:

@@ -415,9 +415,8 @@ class BatchJudge:
                         if entry.ready.is_set():
                             return entry
                         checking = self._checking_since.get(entry.evaluation)
-                        if checking is None or now - checking < PASS_OVER_AFTER_S:
-                            break
-                        if older >= self.prefetch:
+                        long = checking is not None and now - checking >= PASS_OVER_AFTER_S
+                        if not long or older >= self.prefetch:
                             break
                     prepared.wait(timeout=0.05)
 
@@ -595,8 +594,7 @@ class BatchJudge:
         judged candidate's worker is still alive (its turn's `meanwhile` saw to that, _judge_one).
         `checked`: its correctness call, made ahead and passed."""
         stopped = [e for e in others if e.workers()]
-        aside = self.turns.aside_roots()  # stopped until the turn ends, not by `paused`
-        idle = [w.process.pid for e in stopped for w in e.workers() if w.process.pid not in aside]
+        idle = [w.process.pid for e in stopped for w in e.workers()]
         stopping = time.perf_counter()
         with paused(idle), working_for(clock):
             case_started = time.perf_counter()
@@ -652,9 +650,7 @@ class BatchJudge:
         @contextmanager
         def around() -> Iterator[None]:  # alone on the device, the candidates' workers stopped
             with self.turns.exclusive():
-                aside = self.turns.aside_roots()  # stopped until the turn ends
-                workers = [w.process.pid for e in arrived() for w in e.workers()]
-                with paused([pid for pid in workers if pid not in aside]):
+                with paused([w.process.pid for e in arrived() for w in e.workers()]):
                     yield
 
         def publish(index: int, timings: list[dict[str, Any]] | ReferenceUnavailable) -> None:

@@ -119,12 +119,6 @@ class GpuTurns:
                 self._shared.discard(turn)
                 self._changed.notify_all()
 
-    def aside_roots(self) -> set[int]:
-        """The root pids of the workers whose calls are set aside now (stopped until the
-        exclusive turn ends: no one else may let them go on)."""
-        with self._changed:
-            return {t.root_pid for t in self._shared if t.state != RUNNING and t.root_pid}
-
     def _running(self) -> list[_SharedTurn]:
         return [t for t in self._shared if t.state != ASIDE]
 

@@ -32,6 +32,20 @@ class Holder(Protocol):
         """Seconds its worker has been stopped since the call began (up to now, while it is)."""
 
 
+class _NeverAside:
+    """The Holder of a thread whose calls are never set aside (the default)."""
+
+    def begin(self, root_pid: int) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def stopped_s(self) -> float:
+        return 0.0
+
+
+NEVER: Holder = _NeverAside()
 _current = threading.local()
 
 

@@ -201,20 +201,19 @@ class WorkerProcess:
         sent = self.sent_at
         if meter is not None:
             meter.sent()
-        holder = aside.current()  # the batch judge may stop the worker while it waits
-        stopped_before = holder.stopped_s() if holder is not None else 0.0
-        if holder is not None:
-            holder.begin(self.process.pid)
+        # The batch judge may stop the worker while it waits (aside.py).
+        holder = aside.current() or aside.NEVER
+        stopped_before = holder.stopped_s()
+        holder.begin(self.process.pid)
         try:
             ready_at = self._await_reply(
                 started + timeout_s - stopped_before, timeout_s, holder, watch
             )
         finally:
-            if holder is not None:
-                holder.end()
+            holder.end()
         if meter is not None:
             meter.stop()
-        stopped_s = holder.stopped_s() - stopped_before if holder is not None else 0.0
+        stopped_s = holder.stopped_s() - stopped_before
         reply = self.receive(op, started + timeout_s + stopped_s, timeout_s, frugal)
         elapsed = time.perf_counter() - started
         self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
@@ -241,7 +240,7 @@ class WorkerProcess:
         self,
         deadline: float,
         timeout_s: float,
-        holder: aside.Holder | None,
+        holder: aside.Holder,
         watch: ImportWatch | None,
     ) -> float:
         """When the reply began to arrive (time.perf_counter()). Each second the worker spends
@@ -249,14 +248,13 @@ class WorkerProcess:
         those before the call); the worker is killed only once it is no longer set aside
         (holder.end())."""
         while True:
-            stopped_s = holder.stopped_s() if holder is not None else 0.0
+            stopped_s = holder.stopped_s()
             remaining = deadline + stopped_s - time.perf_counter()
             if remaining <= 0:
-                if holder is not None:
-                    holder.end()  # it may have been stopped meanwhile: then it has time left
-                    if holder.stopped_s() > stopped_s:
-                        holder.begin(self.process.pid)
-                        continue
+                holder.end()  # it may have been stopped meanwhile: then it has time left
+                if holder.stopped_s() > stopped_s:
+                    holder.begin(self.process.pid)
+                    continue
                 self.kill()
                 raise WorkerFailure.timed_out(timeout_s)
             try:
@@ -269,8 +267,7 @@ class WorkerProcess:
                 raise self.died()
             stalled = watch.check() if watch is not None else None
             if stalled:
-                if holder is not None:
-                    holder.end()
+                holder.end()
                 self.kill()
                 raise ImportStalled("timeout", stalled)
 

@@ -42,10 +42,13 @@ def python_processes(root_pid: int, snapshot: Snapshot | None = None) -> list[in
 
 
 def stop(pids: Iterable[int]) -> list[int]:
-    """SIGSTOP each and wait until it is stopped; the ones that were stopped (a process that
-    has gone is skipped)."""
+    """SIGSTOP each and wait until it is stopped; the ones this stopped, for go_on. A process
+    that has gone is skipped, and one already stopped is left to whoever stopped it (a batch's
+    call set aside, a worker stopped while its output is read): they let it go on, not this."""
     stopped = []
     for pid in pids:
+        if process_state(pid) in _STOPPED_OR_GONE:
+            continue
         try:
             os.kill(pid, signal.SIGSTOP)
             stopped.append(pid)
