@@ -422,6 +422,26 @@ def test_the_reference_s_own_code_in_turns_ties_it(tmp_path):
     assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
 
 
+def test_a_candidate_whose_calls_were_the_gpu_s_keeps_the_run_s_reference(tmp_path, monkeypatch):
+    # On a CPU every time is the host's; here the judge is told the candidate's calls in its
+    # turns were the GPU's (on a GPU: most of them device-bound), as a hack that sleeps on the
+    # GPU is. Its turn ratios would carry one reference worker's host time at that moment.
+    from pytest_kernelboard.evaluation import submission
+
+    monkeypatch.setattr(submission, "_device_bound", lambda outcome: outcome.passed)
+    outcome = judged_in_turns(tmp_path, SLOW, pairs=3)
+    assert outcome.passed, outcome.message
+    timing, reference = outcome.timing, outcome.reference_timing
+    assert len(timing["turns"]["ratios"]) == 3  # timed in turns, kept in the record
+    assert outcome.details["turns_not_used"] == submission.TURNS_NOT_USED
+    assert "timed_in_turns" not in outcome.details["reference_run"]
+    assert reference["stop_reason"] != "turns"  # the run's own timing of the reference
+    assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
+    feedback = case_feedback(Case(BENCHMARK, 0, {"size": 8}), outcome)
+    assert feedback.turns_not_used == submission.TURNS_NOT_USED
+    assert feedback.speedup == outcome.speedup
+
+
 # It burns a CPU with the GIL let go (hashlib hashes a large buffer without it): a thread that
 # held the GIL would slow the worker's own timed calls, which the judge's clock check fails.
 BURNER = """
@@ -496,18 +516,10 @@ def many_launches_repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a GPU")
-@pytest.mark.parametrize("source, tied_expected", [("same", True), (ONE_LAUNCH, False)])
-def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
-    tmp_path, source, tied_expected
-):
-    root = many_launches_repo(tmp_path)
+def judged_on_gpu(root: Path, source: str, tmp_path: Path) -> CaseOutcome:
+    """addone's benchmark case of `source` in root's leaderboard, its reference timed in this
+    run in three workers, as a batch or a ranked run times it."""
     task = load_task(root / "leaderboards" / "addone" / "task.yml")
-    if source == "same":
-        body = MANY_LAUNCHES.replace(
-            "def ref_kernel(data: input_t) -> output_t:", "def custom_kernel(data):"
-        )
-        source = body
     path = tmp_path / "submission.py"
     path.write_text(source)
     session = JudgingSession("benchmark", root, precision=0.02, reference_workers=3)
@@ -518,6 +530,21 @@ def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
         evaluation.close()
     finally:
         session.close()
+    return outcome
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a GPU")
+@pytest.mark.parametrize("source, tied_expected", [("same", True), (ONE_LAUNCH, False)])
+def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
+    tmp_path, source, tied_expected
+):
+    root = many_launches_repo(tmp_path)
+    if source == "same":
+        body = MANY_LAUNCHES.replace(
+            "def ref_kernel(data: input_t) -> output_t:", "def custom_kernel(data):"
+        )
+        source = body
+    outcome = judged_on_gpu(root, source, tmp_path)
     assert outcome.passed, outcome.message
     timing, reference = outcome.timing, outcome.reference_timing
     assert len(timing["turns"]["ratios"]) == paired.PAIRS, timing.get("turns")
@@ -531,3 +558,32 @@ def test_a_host_bound_reference_times_its_candidates_in_turns_on_a_gpu(
     assert timing.get("cpus") == reference.get("cpus")  # both sides timed on one CPU
     if not tied_expected:
         assert outcome.speedup > 2.0  # one launch against forty
+
+
+GPU_SLEEP = """
+import torch
+
+def custom_kernel(data):
+    x, out = data
+    torch.cuda._sleep(2_000_000)  # about a millisecond of the GPU's: its calls are the GPU's
+    return out.copy_(x + 1)
+"""
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a GPU")
+def test_a_candidate_whose_calls_are_the_gpu_s_is_timed_in_turns_but_keeps_the_run_s_reference(
+    tmp_path,
+):
+    from pytest_kernelboard.evaluation.submission import TURNS_NOT_USED
+
+    outcome = judged_on_gpu(many_launches_repo(tmp_path), GPU_SLEEP, tmp_path)
+    assert outcome.passed, outcome.message
+    timing, reference = outcome.timing, outcome.reference_timing
+    assert 2 * int(timing.get("host_bound_calls") or 0) <= timing["n"], timing
+    assert len(timing["turns"]["ratios"]) == paired.PAIRS  # its turns ran, and are kept
+    assert outcome.details["turns_not_used"] == TURNS_NOT_USED
+    assert "timed_in_turns" not in outcome.details["reference_run"]
+    assert reference["stop_reason"] != paired.TURNS_STOP  # the run's three workers' timing
+    assert len(reference["rank_us_by_worker"]) == 3
+    assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
+    assert outcome.speedup < 0.5

@@ -119,8 +119,10 @@ class CaseFeedback(Record):
     calibrated_by: Literal["own_worker", "reference_workers"] | Absent = ABSENT
     # Where the case was timed in turns with a worker of the reference's (its reference's
     # timing host-bound, evaluation/paired.py): each turn pair's ratio, reference over
-    # candidate; speedup and speedup_ci95 are those turns', reference_us their reference time.
+    # candidate; speedup and speedup_ci95 are those turns', reference_us their reference time,
+    # unless turns_not_used says why not (its calls were the GPU's: evaluation/submission.py).
     turn_ratios: tuple[float, ...] | Absent = ABSENT
+    turns_not_used: str | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
     # A passed timed case without a speedup: why the reference could not be timed on it.
@@ -191,6 +193,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
         calibrated_by=(timing or {}).get("calibrated_by") or ABSENT,
         turn_ratios=tuple(((timing or {}).get("turns") or {}).get("ratios") or ()) or ABSENT,
+        turns_not_used=outcome.details.get("turns_not_used") or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
         reference_error=outcome.details.get("reference_error") or ABSENT,

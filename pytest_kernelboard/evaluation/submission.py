@@ -30,6 +30,24 @@ if TYPE_CHECKING:
     from .session import JudgingSession
 
 
+# Turns pair two host-bound times so that the host's speed at the moment cancels in their
+# ratio. A candidate whose timed calls were the GPU's has no host time to cancel it with: its
+# pair ratios would carry one reference worker's host time at that moment (on an H200, a hack
+# that spends 1.05 ms on the GPU read 0.176x and 0.119x in two runs, its turns' reference 185
+# and 124 µs, the batch's five reference workers 209 and 216 µs). Its speedup is taken against
+# the run's timing of the reference in several workers instead, as a case timed alone is.
+TURNS_NOT_USED = (
+    "its calls were the GPU's, not the host's: the speedup is against the reference's timing "
+    "in the run's workers, not the turns' ratio"
+)
+
+
+def _device_bound(outcome: CaseOutcome) -> bool:
+    """Whether a passed timing's calls were mostly the GPU's (between_workers.host_bound False;
+    a host clock's, where every time is the host's, is not)."""
+    return outcome.passed and between_workers.host_bound(outcome.timing) is False
+
+
 class SubmissionEvaluation:
     """One submission judged against one leaderboard; owns the worker for its cases."""
 
@@ -117,7 +135,9 @@ class SubmissionEvaluation:
             paired = self._paired_for(case) if checked.passed else None
         outcome = self._timed_once(case, checked, paired)
         if paired is not None and paired.ratio is not None:
-            return self._in_turns(outcome, paired)
+            if not _device_bound(outcome):
+                return self._in_turns(outcome, paired)
+            outcome.details["turns_not_used"] = TURNS_NOT_USED
         if paired is not None and paired.unpaired:
             outcome.details["turns_unpaired"] = paired.unpaired
         workers, why = self._workers_for(outcome) if outcome.passed else (1, "")
