@@ -240,9 +240,15 @@ def same_speed() -> Iterator[Spec]:
     expect = {"status": "passed", "flags": [ONLY_LIBRARY], "faster": False}
     # Three kernels where the reference launches four: it may well be faster.
     one_fewer = {**expect, "faster": None, "note": "the scale rides in the GEMM: one kernel fewer"}
+    # The reference's kernels without its linear layer's module call (and, in place, three
+    # allocations fewer): less host work a call, which a host-bound timing counts. On a 2-core
+    # CPU machine at 1 x 4, a call read 26.2 µs through the modules, 23.3 and 25.2 µs for these
+    # (medians of 40 interleaved rounds); on H200 hosts, in turns, 1.12 - 1.21x in some runs.
+    one_module_fewer = {**expect, "faster": None, "note": "one module call fewer: less host work"}
     for name, (doc, body) in SAME.items():
         source = torch_model(f"Correct, PyTorch's own kernels: {doc}", body)
-        yield Spec(f"same-{name}", source, one_fewer if name == "folded_scale" else expect)
+        want = one_fewer if name == "folded_scale" else one_module_fewer
+        yield Spec(f"same-{name}", source, want)
     # The same kernels without the two module calls (the model's and its linear layer's): less
     # host work a call, which a host-bound timing counts. On a 2-core CPU machine, at 1 x 4 so
     # that the arithmetic is nothing, a call read 26.7 - 30.1 µs through the modules and
