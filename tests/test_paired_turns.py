@@ -362,6 +362,7 @@ def judged_in_turns(
     states: list[str] | None = None,
     pair_every_case: bool = True,
     pairs: int = 3,
+    reference_workers: int = 1,
 ) -> CaseOutcome:
     """The addone leaderboard's benchmark case of `source`, its reference timed in this run;
     `states`, where given, gets the candidate's worker processes' states at each of the
@@ -383,6 +384,7 @@ def judged_in_turns(
         paired_turns=pairs,
         calls_per_turn=3,
         pair_every_case=pair_every_case,
+        reference_workers=reference_workers,
     )
     try:
         evaluation = session.evaluation(task, SubmissionRef(path, task.name, "alice"))
@@ -429,17 +431,32 @@ def test_a_candidate_whose_calls_were_the_gpu_s_keeps_the_run_s_reference(tmp_pa
     from pytest_kernelboard.evaluation import submission
 
     monkeypatch.setattr(submission, "_device_bound", lambda outcome: outcome.passed)
-    outcome = judged_in_turns(tmp_path, SLOW, pairs=3)
+    outcome = judged_in_turns(tmp_path, SLOW, pairs=3, reference_workers=3)
     assert outcome.passed, outcome.message
     timing, reference = outcome.timing, outcome.reference_timing
     assert len(timing["turns"]["ratios"]) == 3  # timed in turns, kept in the record
     assert outcome.details["turns_not_used"] == submission.TURNS_NOT_USED
     assert "timed_in_turns" not in outcome.details["reference_run"]
     assert reference["stop_reason"] != "turns"  # the run's own timing of the reference
+    assert len(reference["rank_us_by_worker"]) == 3
     assert outcome.speedup == pytest.approx(reference["rank_us"] / timing["rank_us"])
     feedback = case_feedback(Case(BENCHMARK, 0, {"size": 8}), outcome)
     assert feedback.turns_not_used == submission.TURNS_NOT_USED
     assert feedback.speedup == outcome.speedup
+
+
+def test_a_run_with_one_reference_worker_keeps_the_turns_of_a_gpu_bound_candidate(
+    tmp_path, monkeypatch
+):
+    # One worker's timing of the reference says nothing of how far its host time moves; the
+    # turns, over the candidate's own seconds, are then the only measure of it.
+    from pytest_kernelboard.evaluation import submission
+
+    monkeypatch.setattr(submission, "_device_bound", lambda outcome: outcome.passed)
+    outcome = judged_in_turns(tmp_path, SLOW, pairs=3, reference_workers=1)
+    assert outcome.passed, outcome.message
+    assert "turns_not_used" not in outcome.details
+    assert outcome.details["reference_run"]["timed_in_turns"] is True
 
 
 # It burns a CPU with the GIL let go (hashlib hashes a large buffer without it): a thread that

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 # pair ratios would carry one reference worker's host time at that moment (on an H200, a hack
 # that spends 1.05 ms on the GPU read 0.176x and 0.119x in two runs, its turns' reference 185
 # and 124 µs, the batch's five reference workers 209 and 216 µs). Its speedup is taken against
-# the run's timing of the reference in several workers instead, as a case timed alone is.
+# the run's timing of the reference in several workers instead, as a case timed alone is, where
+# the run has one: their spread then says how far the reference's host time moves. A run that
+# timed the reference in one worker knows that only from the turns, and keeps their ratio.
 TURNS_NOT_USED = (
     "its calls were the GPU's, not the host's: the speedup is against the reference's timing "
     "in the run's workers, not the turns' ratio"
@@ -46,6 +48,13 @@ def _device_bound(outcome: CaseOutcome) -> bool:
     """Whether a passed timing's calls were mostly the GPU's (between_workers.host_bound False;
     a host clock's, where every time is the host's, is not)."""
     return outcome.passed and between_workers.host_bound(outcome.timing) is False
+
+
+def _turns_cancel_nothing(outcome: CaseOutcome, run: ReferenceTiming | None) -> bool:
+    """Whether a case timed in turns takes the run's reference timing instead of the turns'
+    ratio: its calls were the GPU's, and the run timed the reference in several workers."""
+    workers = len((run.summary if run is not None else {}).get("rank_us_by_worker") or ())
+    return workers >= 2 and _device_bound(outcome)
 
 
 class SubmissionEvaluation:
@@ -135,7 +144,7 @@ class SubmissionEvaluation:
             paired = self._paired_for(case) if checked.passed else None
         outcome = self._timed_once(case, checked, paired)
         if paired is not None and paired.ratio is not None:
-            if not _device_bound(outcome):
+            if not _turns_cancel_nothing(outcome, paired.run):
                 return self._in_turns(outcome, paired)
             outcome.details["turns_not_used"] = TURNS_NOT_USED
         if paired is not None and paired.unpaired:
