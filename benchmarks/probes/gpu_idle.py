@@ -207,8 +207,10 @@ def main() -> None:
     if args.launch:
         launch_main(args.json)
         return
-    nvml = devices._nvml()
-    handle = devices._nvml_handle(devices.nvml_index(0))
+    device = devices.nvml_device(0)
+    if device is None:
+        raise SystemExit("NVML cannot see this process's cuda:0")
+    nvml, handle = device
     print(f"time.time() now {time.time():.3f}; newest sample:", samples(nvml, handle, 0)[-1:])
     results = {}
     for name, long_ms, stop in (("spin", 0.0, None), ("stopped_in_long_kernel", args.long_ms, 0.2)):

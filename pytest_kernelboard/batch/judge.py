@@ -430,7 +430,6 @@ class BatchJudge:
                 pending[0].thread.join()
             self._time_reference_share(arrived_so_far)
         while pending or take(block=True):
-            arrived_so_far()
             waiting = time.perf_counter()
             entry = next_prepared()
             pending.remove(entry)

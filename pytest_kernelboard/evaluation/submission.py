@@ -53,8 +53,8 @@ def _device_bound(outcome: CaseOutcome) -> bool:
 def _turns_cancel_nothing(outcome: CaseOutcome, run: ReferenceTiming | None) -> bool:
     """Whether a case timed in turns takes the run's reference timing instead of the turns'
     ratio: its calls were the GPU's, and the run timed the reference in several workers."""
-    workers = len((run.summary if run is not None else {}).get("rank_us_by_worker") or ())
-    return workers >= 2 and _device_bound(outcome)
+    several = run is not None and between_workers.measured_spread(run.timing) is not None
+    return several and _device_bound(outcome)
 
 
 class SubmissionEvaluation:

@@ -23,10 +23,10 @@ POLL_S = 0.02
 def quiet_since(cuda_index: int, since: float, wait_s: float = WAIT_S) -> bool:
     """The first utilisation sample whose period began at or after `since` (time.time())
     reads 0: no kernel ran in it. False where NVML cannot say within wait_s."""
-    nvml = devices._nvml()
-    handle = devices._nvml_handle(devices.nvml_index(cuda_index))
-    if nvml is None or handle is None:
+    device = devices.nvml_device(cuda_index)
+    if device is None:
         return False
+    nvml, handle = device
     since_us = int(since * 1e6)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

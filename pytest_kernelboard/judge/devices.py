@@ -129,6 +129,13 @@ def nvml_index(cuda_index: int) -> int:
         return cuda_index
 
 
+def nvml_device(cuda_index: int = 0) -> tuple[Any, Any] | None:
+    """(the initialised pynvml module, the handle of this process's cuda:<i>), or None where
+    NVML cannot name it."""
+    handle = _nvml_handle(nvml_index(cuda_index))
+    return None if handle is None else (_nvml(), handle)
+
+
 def gpu_state(cuda_index: int = 0) -> dict[str, Any] | None:
     """Clocks, temperature, power and throttle reasons now of this process's cuda:<i> (None
     without NVML)."""

@@ -78,14 +78,23 @@ def widened(
     }
 
 
-def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
-    """One worker's timing of a case, widened by the spread the reference's workers measured on
-    it (unchanged where the reference was timed in one worker)."""
+def measured_spread(reference: Mapping[str, Any]) -> tuple[float, int] | None:
+    """(the spread, the workers it was measured over) of a reference timed in several workers;
+    None for one timed in one."""
     relative_spread = reference.get("between_workers_rsd")
     workers = len(reference.get("rank_us_by_worker") or ())
     if relative_spread is None or workers < 2:
+        return None
+    return float(relative_spread), workers
+
+
+def one_worker(timing: dict[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
+    """One worker's timing of a case, widened by the spread the reference's workers measured on
+    it (unchanged where the reference was timed in one worker)."""
+    measured = measured_spread(reference)
+    if measured is None:
         return timing
-    return widened(timing, float(relative_spread), workers)
+    return widened(timing, *measured)
 
 
 def combined_workers(records: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
