@@ -13,7 +13,8 @@ server's warm judges keep from job to job), every verdict that
 differs from its expectation (benchmarks/batch_candidates.py says what an expectation means),
 then whether the runs agree: the same verdicts, and speedups tied with each other (their
 intervals, from each benchmark case's `ci95_us`, overlap, or they differ by at most 2%: the
-tie rule of docs/timing.md). Without files it judges the 100-candidate batch of
+tie rule of docs/timing.md), with how far apart the speedups lie against their intervals
+(benchmarks/compare_batches.py says how to read it). Without files it judges the 100-candidate batch of
 batch_candidates.py (`--load-inline`: its 20 load_inline candidates, a cold build cache on the
 first run) in a fresh repository that holds the problem's leaderboard.
 `--kernelbench-problem` judges `--candidates` copies of the problem's own model (`class
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -59,7 +61,7 @@ from sweep_lane import MemoryPeaks  # noqa: E402
 
 from pytest_kernelboard.batch.cli import pace_after_first  # noqa: E402
 from pytest_kernelboard.batch.phases import SERIAL, account_lines, batch_account  # noqa: E402
-from pytest_kernelboard.stats.scoring import tied  # noqa: E402
+from pytest_kernelboard.stats.scoring import TIE_TOLERANCE, tied  # noqa: E402
 
 ONLY_LIBRARY = bc.ONLY_LIBRARY
 
@@ -189,9 +191,11 @@ def case_speedups(record: dict[str, Any]) -> dict[str, tuple[float, list[float]]
 
 
 def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[str, Any]:
-    """Verdicts that differ, and speedups (per benchmark case) not tied with each other."""
+    """Verdicts that differ, and speedups (per benchmark case) not tied with each other; with
+    how far apart the speedups lie against their intervals (`calibration`)."""
     by_id = {r["id"]: r for r in second}
     differ, untied, compared = [], [], 0
+    gaps: list[tuple[float, float]] = []
     for record in first:
         other = by_id.get(record["id"])
         if other is None:
@@ -205,10 +209,73 @@ def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
             (a, a_int), (b, b_int) = mine[case_id], theirs[case_id]
             if not tied(a, a_int, b, b_int):
                 untied.append((record["id"], a, b))
-    return {"differ": differ, "untied": untied, "compared": compared}
+            gap = standardized_gap(a, a_int, b, b_int)
+            if gap is not None:
+                gaps.append(gap)
+    return {
+        "differ": differ,
+        "untied": untied,
+        "compared": compared,
+        "calibration": calibration(gaps),
+    }
+
+
+# -- are the intervals as wide as the runs' differences? -----------------------------------------
+Z95 = 1.959964  # a 95% interval's half-width in standard errors
+
+
+def standardized_gap(
+    a: float, a_interval: list[float], b: float, b_interval: list[float]
+) -> tuple[float, float] | None:
+    """How far apart two runs' speedups of one case lie, in the standard errors their
+    intervals imply (a log interval's half-width over 1.96, as stats/scoring reads a widened
+    interval), and the chance that exact 95% intervals of those widths would not tie:
+    (|z|, that chance). None where an interval is open or empty."""
+    errors = [_log_se(interval) for interval in (a_interval, b_interval)]
+    if a <= 0 or b <= 0 or None in errors or not all(errors):
+        return None
+    se_a, se_b = errors
+    joint = math.hypot(se_a, se_b)
+    # Untied: the intervals do not overlap and the speedups differ by more than TIE_TOLERANCE.
+    apart = max(Z95 * (se_a + se_b), math.log1p(TIE_TOLERANCE))
+    return abs(math.log(a / b)) / joint, math.erfc(apart / joint / math.sqrt(2))
+
+
+def _log_se(interval: list[float]) -> float | None:
+    low, high = interval
+    if not (0 < low <= high) or math.isinf(high):
+        return None
+    return math.log(high / low) / (2 * Z95)
+
+
+def calibration(gaps: list[tuple[float, float]]) -> dict[str, Any]:
+    """The speedups' gaps between the runs against their intervals: the median |z| (0.674
+    where the intervals are exact), the share beyond 1.96 (5%), and how many untied speedups
+    exact intervals of these widths would give on average (`expected_untied`): one run pair's
+    untied count read against chance, not against zero."""
+    if not gaps:
+        return {"compared": 0}
+    sizes = [z for z, _ in gaps]
+    return {
+        "compared": len(gaps),
+        "median_z": round(statistics.median(sizes), 3),
+        "beyond_1_96": round(sum(z > Z95 for z in sizes) / len(sizes), 4),
+        "expected_untied": round(sum(chance for _, chance in gaps), 2),
+    }
 
 
 # -- printing --------------------------------------------------------------------------------
+def calibration_line(found: dict[str, Any]) -> str:
+    if not found.get("compared"):
+        return "the speedups' intervals: none to hold against each other"
+    return (
+        f"the speedups' gaps against their intervals: median |z| {found['median_z']:.2f} "
+        f"(0.67 for exact 95% intervals), {100 * found['beyond_1_96']:.1f}% beyond 1.96 (5%); "
+        f"exact intervals of these widths would leave {found['expected_untied']:.2f} untied "
+        "on average"
+    )
+
+
 def table(rows: list[list[Any]], header: list[str]) -> str:
     cells = [header] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -371,6 +438,7 @@ def _report_batch(args: argparse.Namespace, scratch: Path) -> int:
         )
         for candidate_id, a, b in agreement["untied"]:
             print(f"  {candidate_id}: {a:.3f} vs {b:.3f}")
+        print(calibration_line(agreement["calibration"]))
     print(f"\nrecords and logs: {out}\n")
     columns = ["run", "wall_s", "candidates/h", "first_record_s", "then/h", "as expected"]
     print(table(summary, [*columns, "missing"]))

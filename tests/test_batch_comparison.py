@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +143,50 @@ def test_the_critical_path_by_category_puts_the_start_and_a_hang_on_rows_of_thei
     assert rows["wrong"][column["n"]] == "2"
     assert rows["wrong"][column["serial_s"]] == "1.0"  # worker_start runs beside: not serial
     assert rows["all"][:3] == ["all", "4", "17.5"]
+
+
+def test_exact_intervals_read_as_calibrated_and_narrow_ones_do_not(batch_throughput):
+    """Speedups drawn as exact 95% intervals would have them: the median |z| near 0.674, 5%
+    beyond 1.96, and as many untied as `expected_untied` says. Intervals half as wide as the
+    draws' spread read twice the gaps and several times the untied ones."""
+    rng = random.Random(20261129)
+
+    def runs(width_factor: float) -> tuple[list[dict], list[dict]]:
+        first, second = [], []
+        for index in range(3000):
+            se = rng.choice([0.02, 0.05, 0.1])  # each candidate's own log standard error
+            half = batch_throughput.Z95 * se * width_factor
+            for out in (first, second):
+                speedup = 0.8 * math.exp(rng.gauss(0.0, se))
+                interval = [speedup * math.exp(-half), speedup * math.exp(half)]
+                out.append(record(speedup, interval) | {"id": f"c{index}"})
+        return first, second
+
+    exact = batch_throughput.compare_runs(*runs(1.0))
+    found = exact["calibration"]
+    assert found["compared"] == exact["compared"] == 3000
+    assert 0.62 <= found["median_z"] <= 0.73
+    assert 0.04 <= found["beyond_1_96"] <= 0.06
+    assert (
+        abs(len(exact["untied"]) - found["expected_untied"]) <= 3 * found["expected_untied"] ** 0.5
+    )
+    narrow = batch_throughput.compare_runs(*runs(0.5))
+    assert narrow["calibration"]["median_z"] >= 1.2
+    assert len(narrow["untied"]) > 5 * narrow["calibration"]["expected_untied"]
+
+
+def test_a_gap_is_read_in_the_standard_errors_its_intervals_imply(batch_throughput):
+    """1.0 [0.9, 1.1] against itself is no gap; against 1.2 [1.1, 1.3] it is ln 1.2 over the
+    two log standard errors; an interval open above (a time whose interval reached 0) is not
+    read at all; two equal exact intervals fail to overlap 0.56% of the time."""
+    gap = batch_throughput.standardized_gap
+    assert gap(1.0, [0.9, 1.1], 1.0, [0.9, 1.1])[0] == 0.0
+    se = [math.log(h / lo) / (2 * batch_throughput.Z95) for lo, h in ([0.9, 1.1], [1.1, 1.3])]
+    z, chance = gap(1.0, [0.9, 1.1], 1.2, [1.1, 1.3])
+    assert z == pytest.approx(math.log(1.2) / math.hypot(*se))
+    assert gap(1.0, [0.9, math.inf], 1.2, [1.1, 1.3]) is None
+    assert gap(1.0, [0.0, 1.1], 1.2, [1.1, 1.3]) is None
+    _, equal = gap(1.0, [0.8, 1.25], 1.0, [0.8, 1.25])
+    assert equal == pytest.approx(math.erfc(2 * batch_throughput.Z95 / 2), rel=1e-6)
+    assert equal == pytest.approx(0.0056, abs=2e-4)
+    assert batch_throughput.calibration([]) == {"compared": 0}
