@@ -437,3 +437,100 @@ def test_a_call_synchronised_inside_is_charged_its_host_time_like_a_blocked_one(
     assert CaseTimer.sample_us(host_bound) == 80.0
     device_bound = {"device_us": 500.0, "call_us": 520.0, "synced": True}
     assert CaseTimer.sample_us(device_bound, event_overhead_us=1.0) == 499.0
+
+
+class CheckBesideWorker(FakeWorker):
+    """A fake GPU worker whose request_time takes `meanwhile`, run while the untimed warm call
+    would run, as the judge's does (judge/core.py); it logs what happens in order."""
+
+    def __init__(self, clock: FakeClock, call_us: float, events: list, **options) -> None:
+        super().__init__(clock, iter(lambda: call_us, None), **options)
+        self.events = events
+
+    def request_time(
+        self,
+        data: int,
+        flush_bytes: int,
+        remaining_s: float,
+        warm: bool = False,
+        wake: bool = True,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> dict:
+        if warm:
+            self.events.append(("warm", data))
+        if meanwhile is not None:
+            meanwhile()
+        self.events.append(("time", data))
+        return {**super().request_time(data, flush_bytes, remaining_s, warm), "blocked": True}
+
+
+def beside_timer(monkeypatch, call_us: float, samples: int, **options):
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module.devices, "gpu_state", lambda: None)
+    monkeypatch.setattr(measure_module.devices, "peak_bandwidth_bytes_per_s", lambda: None)
+    events: list = []
+    clock = FakeClock()
+    worker = CheckBesideWorker(clock, call_us, events, **options)
+
+    def logged_check(pristine: int, output: int) -> tuple[bool, str]:
+        events.append(("check", pristine))
+        return check(pristine, output)
+
+    timer = CaseTimer(
+        generate, worker.request_time, logged_check, True, clock=clock, check_beside_warm=True
+    )
+    plan = TimingPlan(
+        rule=StoppingRule(min_samples=samples, max_samples=samples),
+        warmup=ONE_WARM_CALL,
+        flush_bytes=0,
+    )
+    return timer, plan, events
+
+
+def test_a_warmed_calls_output_is_checked_while_the_next_calls_warm_call_runs(monkeypatch):
+    """Call k's output is checked after call k+1's warm call is asked for and before its timed
+    request; the last call's once the loop ends. Every call is checked once, in order."""
+    timer, plan, events = beside_timer(monkeypatch, 50.0, 4)
+    m = timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    # The warm-up call (input 1) has no warm call before it; each later one has.
+    assert events == [
+        ("time", 1),
+        ("warm", 2), ("check", 1), ("time", 2),
+        ("warm", 3), ("check", 2), ("time", 3),
+        ("warm", 4), ("check", 3), ("time", 4),
+        ("warm", 5), ("check", 4), ("time", 5),
+        ("check", 5),
+    ]  # fmt: skip
+    assert m.checked_calls == 4 == len(m.samples_us)
+
+
+def test_a_call_not_warmed_is_checked_before_the_next_request(monkeypatch):
+    """Long calls get no untimed warm call: each output is checked before the next input goes."""
+    timer, plan, events = beside_timer(monkeypatch, 5000.0, 3)
+    timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert events == [
+        ("time", 1), ("check", 1), ("time", 2), ("check", 2),
+        ("time", 3), ("check", 3), ("time", 4), ("check", 4),
+    ]  # fmt: skip
+
+
+def test_a_wrong_output_checked_beside_the_next_warm_call_names_its_own_call(monkeypatch):
+    """The failure is call 3's, though found while call 4 warmed; call 4 is never timed."""
+    timer, plan, events = beside_timer(monkeypatch, 50.0, 6, wrong_from=3)
+    with pytest.raises(VerificationFailure, match="timed call 3 returned a wrong output"):
+        timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert events[-3:] == [("time", 3), ("warm", 4), ("check", 3)]
+
+
+def test_large_outputs_are_checked_at_once_even_where_warmed(monkeypatch):
+    """Two calls' tensors alive at once only where they are small (CHECK_BESIDE_MAX_BYTES)."""
+    from pytest_kernelboard.judge import measure as measure_module
+
+    monkeypatch.setattr(measure_module, "io_bytes", lambda *_: (100 << 20, 100 << 20))
+    monkeypatch.setattr(measure_module, "WARM_MAX_BYTES", 1 << 30)
+    timer, plan, events = beside_timer(monkeypatch, 50.0, 2)
+    timer.measure(CASE, plan, timeout_s=600.0, label="fake")
+    assert ("warm", 2) in events  # warmed, yet each output checked before the next request
+    assert events.index(("check", 1)) < events.index(("warm", 2))
+    assert events.index(("check", 2)) < events.index(("warm", 3))

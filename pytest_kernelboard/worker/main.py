@@ -267,7 +267,7 @@ class Worker:
                 fences.synchronize()
             reply = handlers[op](**request)  # Op members hash as their plain values
             if measured:  # what the judge's memory budget learns this case needs
-                reply["peak_bytes"] = self.torch.cuda.max_memory_reserved()
+                reply["peak_bytes"] = peak_reserved_bytes(self.torch)
             if host_transport and "output" in reply:
                 reply["output"] = transport.to_host(reply["output"])
         except SystemExit as exc:
@@ -278,6 +278,14 @@ class Worker:
             kind, module = classify(exc, message)
             reply = error_reply(message, kind, type(exc).__name__, module)
         return reply
+
+
+def peak_reserved_bytes(torch: Any) -> int:
+    """torch.cuda.max_memory_reserved(), read from the allocator's nested statistics: that
+    function first flattens all of them into one sorted dict of dotted names, a Python walk
+    over some 160 entries on every timed call, for the one number it returns."""
+    stats = torch.cuda.memory_stats_as_nested_dict()
+    return int(stats.get("reserved_bytes", {}).get("all", {}).get("peak", 0))
 
 
 def main() -> None:
