@@ -582,7 +582,10 @@ import torch
 
 def custom_kernel(data):
     x, out = data
-    torch.cuda._sleep(2_000_000)  # about a millisecond of the GPU's: its calls are the GPU's
+    # Two milliseconds of the GPU's: its calls are the GPU's, beyond the untimed warm call's
+    # reach (judge/measure.py, WARM_BELOW_US), and slower than the reference's forty launches on
+    # any host (those took up to 0.5 ms on an H200, where one millisecond read 0.51x).
+    torch.cuda._sleep(4_000_000)
     return out.copy_(x + 1)
 """
 

@@ -37,9 +37,6 @@ Variants:
 - `warmup_in_turns`: each later turn of a case timed in turns makes a warm-up call first, as
   before timing method 8; by default a side whose last turn ended warm makes none, its first
   call warmed by the untimed call as every later one is (TimingPlan.warm_start).
-- `check_before_warm`: each warmed timed call's output checked before the next call's
-  request, not while that call's untimed warm call runs (CaseTimer.check_beside_warm): what
-  overlapping the judge's check with the worker's warm call saves a host-bound case.
 - `hugepages`: the workers' heaps on transparent huge pages (glibc's malloc asked for them,
   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, and Python's objects allocated through it,
   `PYTHONMALLOC=malloc`): if a process's host time is set by where its heap's 4 KiB pages
@@ -80,26 +77,11 @@ VARIANTS = (
     "python_switch",
     "wake_in_turns",
     "warmup_in_turns",
-    "check_before_warm",
 )
 # What each call's reply says of it (worker/timing.py): the worker's time before the flush (its
 # wake spin among it), its whole timed window, the call's own host time, and after it.
 CALL_PARTS = ("pre_us", "wall_us", "call_us", "device_us", "post_us")
 WOKE_ABOVE_US = 1500.0  # a pre_us this long held the 2 ms wake spin
-
-
-def _check_before_warm() -> None:
-    """Every timed call's output checked before the next call's request, not while the next
-    call's untimed warm call runs (CaseTimer.check_beside_warm)."""
-    from pytest_kernelboard.judge import measure
-
-    original_init = measure.CaseTimer.__init__
-
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        self.check_beside_warm = False
-
-    measure.CaseTimer.__init__ = init
 
 
 def _change_turn_plans(**changes: bool) -> None:
@@ -162,8 +144,6 @@ def run_variant(problem: Path, candidates: int, variant: str, work: Path, scale:
         _change_turn_plans(wake=True)
     if variant == "warmup_in_turns":
         _change_turn_plans(warm_start=False)
-    if variant == "check_before_warm":
-        _check_before_warm()
     if variant.startswith("spares_running"):
         pool_module.WorkerPool.quiet = lambda self: nullcontext()
     if variant == "spares_running_cold":

@@ -679,7 +679,6 @@ class SubmissionJudge:
             remaining_s: float,
             warm: bool = False,
             wake: bool = True,
-            meanwhile: Callable[[], None] | None = None,
         ) -> dict[str, Any]:
             nonlocal frugal
             frugal = is_frugal(pristine) if frugal is None else frugal
@@ -689,16 +688,13 @@ class SubmissionJudge:
             # meanwhile would share DRAM with it (channel/scrubbing.py). Waited for before the
             # warm call, which helps only right before the timed one.
             scrub_waits.append(scrubbing.QUEUE.wait())
-            # Before the input is sent: the warm call must not be able to reach it. The last
-            # call's output is checked (`meanwhile`) while it runs, or before the input is sent.
-            warmed = False
-            if warm:
-                warming = worker.request(
-                    Op.WARM, remaining_s, meanwhile=meanwhile, case=named, wake=wake, **on_cpu
-                )
-                warmed = warming.payload["warmed"]
-            elif meanwhile is not None:
-                meanwhile()
+            # Before the input is sent: the warm call must not be able to reach it.
+            warmed = (
+                warm
+                and worker.request(Op.WARM, remaining_s, case=named, wake=wake, **on_cpu).payload[
+                    "warmed"
+                ]
+            )
             sent = worker.private_copy(pristine)
             self._expect_reply(worker, named, frugal)  # the reference's workers check nothing first
             self.settle()
@@ -731,14 +727,7 @@ class SubmissionJudge:
                     self.release_cached_memory()
                     trace("time: released", worker.window_bytes)
 
-        timer = CaseTimer(
-            self.generate_or_not_run,
-            request_time,
-            verify,
-            self.use_cuda,
-            progress,
-            check_beside_warm=True,
-        )
+        timer = CaseTimer(self.generate_or_not_run, request_time, verify, self.use_cuda, progress)
         label = f"{self.task.name} {case.kind}[{case.id}]"
         try:
             measurement = timer.measure(

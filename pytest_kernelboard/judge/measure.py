@@ -12,7 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..spec.cases import Case
 from ..stats.floors import bandwidth_floor_us, clock_drop_flag, io_bytes, plausibility_flags
@@ -41,9 +41,6 @@ Progress = Callable[[str, int, float, float], None]  # (label, n, median_us, hal
 # call's cost (device time, and a kept input, its copy and an output of device memory) small.
 WARM_BELOW_US = 1000.0
 WARM_MAX_BYTES = 256 << 20
-# A warmed call's output is checked while the next call's untimed warm call runs (CaseTimer,
-# `check_beside_warm`): two calls' tensors are then alive at once, so only where they are small.
-CHECK_BESIDE_MAX_BYTES = 64 << 20
 
 # A cheat that works outside the timed interval (in the reply's pickling, say) does so in every
 # call; a busy host makes the judge wake late in some. Over this share of calls, the case fails.
@@ -224,15 +221,6 @@ def default_flush_bytes() -> int:
     return max(2 * l2, 64 * 1024 * 1024)
 
 
-class _Unchecked(NamedTuple):
-    """A call's output still to be checked (CaseTimer._check_or_keep)."""
-
-    pristine: Any
-    output: Any
-    call_index: int
-    timed: bool  # a timed call's, counted in checked_calls
-
-
 class CaseTimer:
     """Runs the timed calls of one case through a worker; the judge supplies inputs and checks."""
 
@@ -245,15 +233,10 @@ class CaseTimer:
         progress: Progress | None = None,
         parallel: int = 1,
         clock: Callable[[], float] = time.perf_counter,
-        check_beside_warm: bool = False,
     ):
         """parallel: the GPUs one call's inputs and outputs are spread over (its ranks); each
         moves its share, so the bandwidth floor is the per-GPU one. clock: seconds, for the
-        warm-up and the stopping rule (a fake one in tests). check_beside_warm: request_time
-        takes `meanwhile`, the judge's work to do while the worker makes the untimed call that
-        warms the next timed one; a call followed by such a call has its output checked there,
-        not before the next request (the judge's check and the worker's untimed call overlap,
-        neither is timed)."""
+        warm-up and the stopping rule (a fake one in tests)."""
         self.generate = generate
         self.request_time = request_time
         self.check = check
@@ -261,7 +244,6 @@ class CaseTimer:
         self.progress = progress
         self.parallel = max(parallel, 1)
         self.clock = clock
-        self.check_beside_warm = check_beside_warm
 
     def _one_call(
         self,
@@ -271,61 +253,29 @@ class CaseTimer:
         deadline: float,
         m: Measurement,
         warm: bool = False,
-        unchecked: _Unchecked | None = None,
     ) -> tuple[Any, dict[str, Any]]:
-        """The call's pristine input and the worker's reply (output, device_us, wall_us, ...).
-        `unchecked`: the last call's output, checked while this call's warm call runs."""
+        """The call's pristine input and the worker's reply (output, device_us, wall_us, ...)."""
         started = self.clock()
         pristine = self.generate(case, call_index)
         generated = self.clock()
         remaining = max(deadline - generated, 0.001)
-        checking = m.wall_s["verify"]
-        beside = {}
-        if unchecked is not None:
-            beside["meanwhile"] = lambda: self._check_kept(unchecked, m)
         # request_time gives the worker its own copy and returns an output the judge may keep.
-        reply = self.request_time(
-            pristine, plan.flush_bytes, remaining, warm=warm, wake=plan.wake, **beside
-        )
+        reply = self.request_time(pristine, plan.flush_bytes, remaining, warm=warm, wake=plan.wake)
         m.warm_calls += bool(reply.pop(WARMED, False))
         if reply.get("cpu", -1) >= 0:
             m.cpus.add(int(reply["cpu"]))
         m.wall_s["generate"] += generated - started
-        # The last call's check, made meanwhile, is the check's time, not the worker's.
-        m.wall_s["worker"] += self.clock() - generated - (m.wall_s["verify"] - checking)
+        m.wall_s["worker"] += self.clock() - generated
         for part, seconds in reply.pop(ROUND_TRIP_PARTS, {}).items():
             m.wall_s[part] = m.wall_s.get(part, 0.0) + max(float(seconds), 0.0)
         return pristine, reply
 
-    def _verify(
-        self, pristine: Any, output: Any, call_index: int, m: Measurement, timed: bool = False
-    ) -> None:
+    def _verify(self, pristine: Any, output: Any, call_index: int, m: Measurement) -> None:
         started = self.clock()
         ok, message = self.check(pristine, output)
         m.wall_s["verify"] += self.clock() - started
         if not ok:
             raise VerificationFailure(f"timed call {call_index} returned a wrong output: {message}")
-        m.checked_calls += timed
-
-    def _check_kept(self, unchecked: _Unchecked, m: Measurement) -> None:
-        self._verify(unchecked.pristine, unchecked.output, unchecked.call_index, m, unchecked.timed)
-
-    def _check_or_keep(
-        self,
-        pristine: Any,
-        output: Any,
-        call_index: int,
-        m: Measurement,
-        timed: bool,
-        warm_next: bool,
-        moved: tuple[int, int],
-    ) -> _Unchecked | None:
-        """The call's output checked now; or, where the next call is warmed by an untimed
-        call first and the tensors are small, kept to be checked while that call runs."""
-        if self.check_beside_warm and warm_next and sum(moved) <= CHECK_BESIDE_MAX_BYTES:
-            return _Unchecked(pristine, output, call_index, timed)
-        self._verify(pristine, output, call_index, m, timed)
-        return None
 
     def warm_next(self, sample_us: float, moved: tuple[int, int]) -> bool:
         """Whether the next call is timed with its host path warm (WARM_BELOW_US)."""
@@ -385,19 +335,14 @@ class CaseTimer:
         warm_durations: list[float] = [prior_call_us] if prior_call_us else []
         moved = (0, 0)  # the bytes one call reads and writes, from the last warm-up call
         warm = plan.warm_start  # then decided after each call, from its time and its bytes
-        unchecked: _Unchecked | None = None  # the last call's output, to check beside the next
         while not plan.warm_start and not plan.warmup.done(warm_durations, self.clock() - started):
-            pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm, unchecked)
+            pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm)
+            if plan.verify:
+                self._verify(pristine, reply["output"], call_index, m)
             warm_durations.append(self.sample_us(reply, m.event_overhead_us))
             moved = io_bytes(pristine, reply["output"], reply.get("aliased_bytes"))
             warm = self.warm_next(warm_durations[-1], moved)
-            unchecked = None
-            if plan.verify:
-                unchecked = self._check_or_keep(
-                    pristine, reply["output"], call_index, m, False, warm, moved
-                )
-            # Let go of this call's tensors before the next input is made: never two at once,
-            # but for a small output kept to be checked beside the next call's warm call.
+            # Let go of this call's tensors before the next input is made: never two at once.
             pristine = reply = None
             call_index += 1
         m.warmup_calls = len(warm_durations) - bool(prior_call_us)
@@ -417,8 +362,7 @@ class CaseTimer:
         last_progress = timing_started
         while True:
             warmed_before = m.warm_calls
-            pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm, unchecked)
-            unchecked = None
+            pristine, reply = self._one_call(case, call_index, plan, deadline, m, warm)
             last_warmed = m.warm_calls > warmed_before  # an untimed call really warmed it
             sample = self.sample_us(reply, m.event_overhead_us)
             warm = self.warm_next(sample, moved)
@@ -437,9 +381,8 @@ class CaseTimer:
             host_wait_us += reply.get(HOST_WAIT, 0.0)
             stats.add(sample)
             if plan.verify:
-                unchecked = self._check_or_keep(
-                    pristine, reply["output"], call_index, m, True, warm, moved
-                )
+                self._verify(pristine, reply["output"], call_index, m)
+                m.checked_calls += 1
             pristine = reply = None
             timed_s = self.clock() - timing_started
             reason = plan.rule.reason(stats, timed_s)
@@ -454,8 +397,6 @@ class CaseTimer:
                     projected = plan.rule.projected_s(stats, timed_s)
                     m.details["precision_projected_s"] = round(projected, 3)
                 break
-        if unchecked is not None:  # no call follows the last one to check it beside
-            self._check_kept(unchecked, m)
         m.elapsed_s = self.clock() - started
         m.ends_warm = warm and last_warmed
         if host_wait_us:

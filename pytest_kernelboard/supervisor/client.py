@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -42,21 +41,6 @@ class Reply:
     # CPU time the worker's process tree ran during the request, by the judge's reading of
     # /proc (None where not measured): where the unseen time of a flagged call went.
     worker_cpu_us: float | None = None
-
-
-@dataclass(frozen=True)
-class _Sent:
-    """A request on the wire, its reply still to read (WorkerProcess.request)."""
-
-    op: Op
-    started: float  # the judge's clock (time.perf_counter()) as it began sending
-    sent: float  # once its bytes were ready: where the judge's window on the call opens
-    timeout_s: float
-    frugal: bool
-    host_transport: bool
-    trace_path: (
-        str | None
-    )  # where the judge moves a worker's profiler trace (_trace_through_outbox)
 
 
 class WorkerProcess:
@@ -176,7 +160,6 @@ class WorkerProcess:
         frugal: bool = False,
         watch: ImportWatch | None = None,
         host_waits: bool = False,
-        meanwhile: Callable[[], None] | None = None,
         **payload: Any,
     ) -> Reply:
         """Send one request and wait for its reply; on any failure the worker is dead after.
@@ -187,10 +170,7 @@ class WorkerProcess:
         request (see output_unchanged).
         watch: asked while waiting whether the worker still gets on (an import's).
         host_waits: measure how long the request waited for CPUs of a busy host (a timed
-        call's, for the judge's clock check).
-        meanwhile: the judge's own work, done once the request is sent and before its reply is
-        waited for (the last timed call's check, while an untimed warm call runs); what it
-        raises is raised once the reply is in, so the worker stays in step."""
+        call's, for the judge's clock check)."""
         # On the host (no CUDA: no transport), CPU tensors cross as shared-memory files.
         frugal = frugal and self.crossing.transport_for(payload) in (transport.WINDOW, None)
         if frugal:
@@ -221,28 +201,6 @@ class WorkerProcess:
         sent = self.sent_at
         if meter is not None:
             meter.sent()
-        sent_request = _Sent(op, started, sent, timeout_s, frugal, host_transport, trace_path)
-        if meanwhile is not None:
-            try:
-                meanwhile()
-            except BaseException:
-                try:  # its reply read all the same: the worker stays in step
-                    self._reply(sent_request, watch, meter, payload)
-                except Exception:  # the judge's own failure says more than the worker's after it
-                    pass
-                raise
-        return self._reply(sent_request, watch, meter, payload)
-
-    def _reply(
-        self,
-        request: _Sent,
-        watch: ImportWatch | None,
-        meter: HostWaitMeter | None,
-        payload: dict[str, Any],
-    ) -> Reply:
-        """The reply to a request sent, waited for and read."""
-        op, started, sent, timeout_s = request.op, request.started, request.sent, request.timeout_s
-        frugal, host_transport = request.frugal, request.host_transport
         # The batch judge may stop the worker while it waits (aside.py).
         holder = aside.current() or aside.NEVER
         stopped_before = holder.stopped_s()
@@ -265,8 +223,8 @@ class WorkerProcess:
             # The worker only ever reports "error": crashed and timeout are the judge's verdicts.
             raise failure_of(reply, self._judge_paths(reply["error"]) + self.log_note())
         self.crossing.incoming(reply, host_transport)
-        if request.trace_path is not None:
-            shutil.move(payload["trace_path"], request.trace_path)
+        if trace_path is not None:
+            shutil.move(payload["trace_path"], trace_path)
         # A reply too large for the outbound window came as host copies: the judge's clock
         # holds those copies, as it does on the host transport.
         copied = self.crossing.copied_back(host_transport)
