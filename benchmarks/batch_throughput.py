@@ -14,9 +14,9 @@ differs from its expectation (benchmarks/batch_candidates.py says what an expect
 then whether the runs agree: the same verdicts, and speedups tied with each other (their
 intervals, from each benchmark case's `ci95_us`, overlap, or they differ by at most 2%: the
 tie rule of docs/timing.md), with how far apart the speedups lie against their intervals
-(benchmarks/compare_batches.py says how to read it). Without files it judges the 100-candidate batch of
-batch_candidates.py (`--load-inline`: its 20 load_inline candidates, a cold build cache on the
-first run) in a fresh repository that holds the problem's leaderboard.
+(benchmarks/compare_batches.py says how to read it). Without files it judges the 100-candidate
+batch of batch_candidates.py (`--load-inline`: its 20 load_inline candidates, a cold build
+cache on the first run) in a fresh repository that holds the problem's leaderboard.
 `--kernelbench-problem` judges `--candidates` copies of the problem's own model (`class
 ModelNew(Model)`, each source made distinct by a comment) against that KernelBench problem file
 (KernelBench/levelN/NAME.py), imported into a fresh repository as `kernelboard import

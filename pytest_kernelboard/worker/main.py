@@ -282,8 +282,8 @@ class Worker:
 
 def peak_reserved_bytes(torch: Any) -> int:
     """torch.cuda.max_memory_reserved(), read from the allocator's nested statistics: that
-    function first flattens all of them into one sorted dict of dotted names, a Python walk
-    over some 160 entries on every timed call, for the one number it returns."""
+    function first flattens all of them into one sorted dict of dotted names, for the one
+    number it returns (165 us a read against 27 us on an H200, on every measured call)."""
     stats = torch.cuda.memory_stats_as_nested_dict()
     return int(stats.get("reserved_bytes", {}).get("all", {}).get("peak", 0))
 
