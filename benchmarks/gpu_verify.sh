@@ -30,6 +30,9 @@
 #            reference timed in the run: where its wall time goes, and each timing's wall
 # batch      benchmarks/batch_throughput.py on the 100-candidate batch in benchmark mode
 #            (BATCH_RUNS times, default 1)
+# baseline   benchmarks/batch_against_baseline.py: the same batch judged by an older tree's judge
+#            (BASELINE_TREE, e.g. `git archive 56b6378 | tar -x -C DIR`) and this one in turns
+#            (BASELINE_ORDER, default c,b,c,b,c): this judge's rate over that one's on this host
 # scaling    benchmarks/batch_throughput.py on SCALING_CANDIDATES (default 40) copies of
 #            KernelBench L2 12 (KERNELBENCH: a checkout's KernelBench/ folder) on one GPU, then
 #            on every GPU (SCALING_GPUS: the GPU sets, e.g. "0 0,1 0,1,2,3"): the rate each adds
@@ -237,6 +240,15 @@ for e in json.load(open(sys.argv[1]))['evaluations']:
         run_stage batch "${BATCH_LIMIT:-560}" python benchmarks/batch_throughput.py \
             --mode benchmark --runs "${BATCH_RUNS:-1}" --out "$OUT/batch"
         tail -40 "$OUT/batch.log"
+        ;;
+    baseline)
+        if [ -z "${BASELINE_TREE:-}" ]; then
+            echo "baseline: set BASELINE_TREE to a checkout of the older commit" | tee "$OUT/baseline.log"
+        else
+            run_stage baseline "${BASELINE_LIMIT:-560}" python benchmarks/batch_against_baseline.py \
+                "$BASELINE_TREE" --order "${BASELINE_ORDER:-c,b,c,b,c}" --out "$OUT/baseline"
+            tail -20 "$OUT/baseline.log"
+        fi
         ;;
     noise)
         run_stage noise 300 python benchmarks/probes/process_noise.py --processes 6 --cpus 2
