@@ -258,7 +258,8 @@ def dealing_alone(gpus: int):
 
     judges = fanout.GpuJudges.__new__(fanout.GpuJudges)
     judges.processes, judges.gpus = [None] * gpus, [[g] for g in range(gpus)]
-    judges.assigned, judges.told = [deque() for _ in range(gpus)], [[] for _ in range(gpus)]
+    judges.assigned, judges.told = [deque() for _ in range(gpus)], [{} for _ in range(gpus)]
+    judges.told_count = [0] * gpus
     judges.ended, judges.broken, judges._sent, judges.inbox = set(), False, 0, Queue()
     judges.in_flight = fanout.IN_FLIGHT
     return judges
@@ -295,6 +296,8 @@ def test_a_judge_s_records_out_of_order_are_put_back_in_place():
     assert [name for name, _ in told] == [c.id for c in candidates]
     # All six were sent while the first was held, never more than IN_FLIGHT at once.
     assert max(in_flight for _, in_flight in told) == fanout.IN_FLIGHT
+    # A served judge's places are let go with their records: nothing grows job after job.
+    assert judges.told == [{}] and judges.told_count == [6]
 
 
 def test_a_short_batch_is_dealt_around_the_judges():

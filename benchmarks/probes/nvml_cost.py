@@ -25,10 +25,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
-    nvml = devices._nvml()
-    handle = devices._nvml_handle(devices.nvml_index(0))
-    if handle is None:
+    device = devices.nvml_device(0)
+    if device is None:
         raise SystemExit("no NVML handle for cuda:0")
+    nvml, handle = device
     queries = {
         "clock sm": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "clock mem": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),

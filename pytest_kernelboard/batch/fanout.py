@@ -165,8 +165,10 @@ class GpuJudges:
             # Pinned as it starts, before torch or any worker: all it starts inherits the set.
             pin_process(self.processes[-1].pid, self.cpu_sets[slot])
         self.assigned: list[deque[int]] = [deque() for _ in self.processes]  # indices sent
-        # Each judge's candidates, every batch's, by the place its records name (RECORD's index).
-        self.told: list[list[int]] = [[] for _ in self.processes]
+        # Each judge's candidates without a record yet, by the place among all it was sent
+        # (every batch's) that its record names (RECORD's index); `told_count` places the next.
+        self.told: list[dict[int, int]] = [{} for _ in self.processes]
+        self.told_count = [0 for _ in self.processes]
         self.combiner = _Combiner(len(self.processes), reference_workers)
         self.ended: set[int] = set()
         self.broken = False  # a batch ended with candidates in flight: no further batch
@@ -232,7 +234,8 @@ class GpuJudges:
                 return False
             index = waiting.popleft()
             self.assigned[slot].append(index)
-            self.told[slot].append(index)
+            self.told[slot][self.told_count[slot]] = index
+            self.told_count[slot] += 1
             candidate = candidates[index - base]
             self._tell(slot, {"type": CANDIDATE, "candidate": asdict(candidate)})
             return True
@@ -261,7 +264,7 @@ class GpuJudges:
                     for other in range(len(self.processes)):
                         top_up(other)
                 elif message.get("type") == RECORD:
-                    index = self.told[slot][message["index"]]
+                    index = self.told[slot].pop(message["index"])
                     self.assigned[slot].remove(index)
                     ready[index] = message["record"]
                     top_up(slot)
