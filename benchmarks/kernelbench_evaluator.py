@@ -1,5 +1,5 @@
 """KernelBench's own evaluator on N candidates of one problem, as its batch script runs them:
-the rate to compare `kernelboard judge` with (docs/benchmarks.md, "Batch throughput").
+the rate to compare `kernelboard judge` with (docs/benchmarks.md, "Batch judging").
 
     python benchmarks/kernelbench_evaluator.py KERNELBENCH PROBLEM.py [--candidates 40]
         [--gpus 1] [--json OUT]
