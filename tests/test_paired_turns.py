@@ -25,8 +25,15 @@ from pytest_kernelboard.judge.measure import Measurement, TimingPlan
 from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.discovery import SubmissionRef
 from pytest_kernelboard.spec.task import load_task
-from pytest_kernelboard.stats.paired import TurnNoise, paired_ratio, split_interval
+from pytest_kernelboard.stats.paired import (
+    TurnNoise,
+    paired_ratio,
+    run_to_run_half_log,
+    split_interval,
+    unshared_fraction,
+)
 from pytest_kernelboard.stats.scoring import speedup_interval, tied
+from pytest_kernelboard.stats.stats import student_t_critical
 from pytest_kernelboard.stats.stopping import StoppingRule, Warmup
 from pytest_kernelboard.supervisor.failures import WorkerFailure
 
@@ -99,6 +106,28 @@ def test_the_split_intervals_give_the_pairs_own_speedup_interval():
     assert low == pytest.approx(2.0 * math.exp(-half))
     assert high == pytest.approx(2.0 * math.exp(half))
     assert split_interval(candidate, half)["rank_ci95_within_us"] == [49.0, 51.0]
+
+
+def test_the_slower_side_s_unshared_time_is_the_same_either_way_round():
+    assert unshared_fraction(1.0) == 0.0
+    assert unshared_fraction(4.0) == pytest.approx(0.75)
+    assert unshared_fraction(0.25) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="positive"):
+        unshared_fraction(0.0)
+
+
+def test_the_run_to_run_part_grows_with_unshared_work_and_the_host_s_spread():
+    # Identical work moves with the host as the reference does: nothing to add.
+    assert run_to_run_half_log(1.0, 0.2, 5) == 0.0
+    # A tenth of the reference's time: 0.9 of the candidate's is work the reference does not do.
+    expected = student_t_critical(4) * 0.1 * 0.9**2
+    assert run_to_run_half_log(0.1, 0.1, 5) == pytest.approx(expected)
+    assert run_to_run_half_log(10.0, 0.1, 5) == pytest.approx(expected)
+    assert run_to_run_half_log(1.2, 0.1, 5) < 0.01  # near 1 it stays small: u^2
+    assert run_to_run_half_log(0.1, 0.2, 5) == pytest.approx(2 * expected)
+    # Fewer workers measured the spread less well: a wider t.
+    assert run_to_run_half_log(0.1, 0.1, 3) > run_to_run_half_log(0.1, 0.1, 5)
+    assert run_to_run_half_log(0.1, 0.1, 1) == 0.0  # one worker measures no spread
 
 
 def test_pooled_turns_keep_every_sample_and_sum_their_counts():
@@ -333,6 +362,9 @@ def test_a_batch_record_carries_the_turn_ratios():
     outcome = CaseOutcome("passed", timing=timing, reference_timing=reference, speedup=2.0)
     case = Case(BENCHMARK, 0, {"size": 8})
     assert case_feedback(case, outcome).turn_ratios == (1.98, 2.02)
+    assert "run_to_run_half_log" not in case_feedback(case, outcome).to_json()
+    timing["turns"]["run_to_run_half_log"] = 0.0  # identical work: kept, zero
+    assert case_feedback(case, outcome).run_to_run_half_log == 0.0
     del timing["turns"]
     assert "turn_ratios" not in case_feedback(case, outcome).to_json()
 
@@ -457,6 +489,29 @@ def test_a_run_with_one_reference_worker_keeps_the_turns_of_a_gpu_bound_candidat
     assert outcome.passed, outcome.message
     assert "turns_not_used" not in outcome.details
     assert outcome.details["reference_run"]["timed_in_turns"] is True
+
+
+def test_a_run_that_measured_the_reference_s_spread_widens_a_speedup_in_turns(tmp_path):
+    # A 0.1 s sleep against a microseconds reference: nearly all of the candidate's time is work
+    # the reference does not do, so its speedup moves from run to run by about as much as the
+    # reference's time moves between workers, which its few pairs cannot see.
+    outcome = judged_in_turns(tmp_path, SLOW, pairs=3, reference_workers=3)
+    assert outcome.passed, outcome.message
+    assert outcome.details["reference_run"]["timed_in_turns"] is True
+    turns = outcome.timing["turns"]
+    assert turns["reference_workers"] == 3 and turns["reference_spread"] > 0
+    expected = run_to_run_half_log(outcome.speedup, turns["reference_spread"], 3)
+    assert expected > 0
+    assert turns["run_to_run_half_log"] == pytest.approx(expected, rel=1e-3)
+    low, high = speedup_interval(
+        outcome.timing["rank_us"],
+        outcome.timing["rank_ci95_us"],
+        outcome.reference_timing["rank_us"],
+        outcome.reference_timing["rank_ci95_us"],
+    )
+    assert math.log(high / low) / 2 == pytest.approx(
+        math.hypot(turns["half_log"], turns["run_to_run_half_log"]), rel=1e-3
+    )
 
 
 # It burns a CPU with the GIL let go (hashlib hashes a large buffer without it): a thread that

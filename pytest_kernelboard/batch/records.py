@@ -122,6 +122,9 @@ class CaseFeedback(Record):
     # candidate; speedup and speedup_ci95 are those turns', reference_us their reference time,
     # unless turns_not_used says why not (its calls were the GPU's: evaluation/submission.py).
     turn_ratios: tuple[float, ...] | Absent = ABSENT
+    # Its part of speedup_ci95's half-width (log units) for what moves a speedup in turns from
+    # one run to the next and its pairs do not see (stats/paired.run_to_run_half_log).
+    run_to_run_half_log: float | Absent = ABSENT
     turns_not_used: str | Absent = ABSENT
     mismatch: dict[str, Any] | None | Absent = ABSENT
     mutated_inputs: tuple[str, ...] | Absent = ABSENT
@@ -193,6 +196,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
         calibrated_by=(timing or {}).get("calibrated_by") or ABSENT,
         turn_ratios=tuple(((timing or {}).get("turns") or {}).get("ratios") or ()) or ABSENT,
+        run_to_run_half_log=_given(((timing or {}).get("turns") or {}).get("run_to_run_half_log")),
         turns_not_used=outcome.details.get("turns_not_used") or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
@@ -212,6 +216,11 @@ def _case_interval(case: Case, outcome: CaseOutcome) -> tuple[float, ...] | None
         }
     )
     return tuple(bounds) if bounds and math.isfinite(bounds[1]) else None
+
+
+def _given(value: Any) -> Any:
+    """The value, or ABSENT where there is none (a zero stays)."""
+    return ABSENT if value is None else value
 
 
 def _interval(timing: Mapping[str, Any] | None, key: str) -> tuple[float, ...] | None:

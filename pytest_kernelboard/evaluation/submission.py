@@ -8,6 +8,7 @@ way; only what they show differs.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ..judge.core import CaseOutcome, SubmissionJudge, outcome_speedup
@@ -19,7 +20,7 @@ from ..spec.discovery import SubmissionRef
 from ..spec.task import TaskSpec
 from ..stats import between_workers
 from ..stats.between_workers import combined_workers
-from ..stats.paired import split_interval
+from ..stats.paired import run_to_run_half_log, split_interval
 from ..stats.scoring import rank_us
 from ..supervisor.client import WorkerProcess
 from ..supervisor.pool import WorkerPool
@@ -215,11 +216,25 @@ class SubmissionEvaluation:
 
     def _in_turns(self, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
         """A case timed in turns: the reference's timing is that of the same turns, each
-        timing's interval half the pair's, so the speedup's interval is the pair's."""
+        timing's interval half the pair's, so the speedup's interval is the pair's, widened
+        where the run measured the reference's spread over workers by what moves a speedup in
+        turns from one run to the next (stats/paired.run_to_run_half_log)."""
         assert paired.ratio is not None and paired.reference is not None
         if not outcome.passed:
             return outcome
         half = paired.ratio.half_log
+        measured = between_workers.measured_spread(paired.run.summary) if paired.run else None
+        if measured is not None:
+            # What moves the speedup from run to run and the pairs do not see (stats/paired.py).
+            spread, workers = measured
+            between_runs = run_to_run_half_log(paired.ratio.speedup, spread, workers)
+            outcome.timing["turns"] = {
+                **outcome.timing.get("turns", {}),
+                "reference_spread": round(spread, 5),
+                "reference_workers": workers,
+                "run_to_run_half_log": round(between_runs, 5),
+            }
+            half = math.hypot(half, between_runs)
         outcome.timing = split_interval(outcome.timing, half)
         outcome.reference_timing = split_interval(paired.reference, half)
         outcome.speedup = outcome_speedup(outcome)

@@ -107,6 +107,33 @@ def paired_ratio(
     )
 
 
+def unshared_fraction(speedup: float) -> float:
+    """The share of the slower side's time that the faster side does not spend, where the
+    faster side's work were all part of the slower's: 1 - 1/S above 1, 1 - S below, 0 at 1."""
+    if speedup <= 0:
+        raise ValueError(f"a speedup must be positive, got {speedup}")
+    return 1.0 - math.exp(-abs(math.log(speedup)))
+
+
+def run_to_run_half_log(speedup: float, relative_spread: float, workers: int) -> float:
+    """The half-width (log units) of what moves a speedup timed in turns from one run to the next
+    and its pairs do not see: t(0.975, workers - 1) x s x u^2, s the spread of the reference's
+    time over `workers` workers of this run (between_workers.spread), u unshared_fraction.
+
+    The turns cancel the host's speed only as far as both sides spend their time alike, and
+    they see it over a fraction of a second on one CPU. Work that one side does and the other
+    does not (a share u of the slower side's time at most) may move with the host otherwise
+    than the rest: not at all, or more. How far the host moves is the reference's spread over
+    workers; how far the ratio follows it grows with u. u^2 is what twelve pairs of mixed-batch
+    runs on nine H200 hosts showed (docs/timing.md): with it, the gaps between two runs' speedups
+    lie beyond 1.96 standard errors in at most 3% of each band of speedup, where without it 11%
+    of those 3 - 5x from 1 and 19% of those further did; identical code (u = 0) is untouched.
+    """
+    if workers < 2:
+        return 0.0
+    return student_t_critical(workers - 1) * relative_spread * unshared_fraction(speedup) ** 2
+
+
 def split_interval(timing: Mapping[str, Any], half_log: float) -> dict[str, Any]:
     """A timing taken in turns, its ranking interval replaced by half the pair's log interval
     on each side, so that the speedup's interval from the two timings (scoring.speedup_interval)
