@@ -8,6 +8,7 @@ the judge, the workers and the leaderboard are the real ones.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from pytest_kernelboard.spec.cases import BENCHMARK, Case
 from pytest_kernelboard.spec.discovery import SubmissionRef
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.paired import (
+    ReferenceSpread,
     TurnNoise,
     paired_ratio,
     run_to_run_half_log,
@@ -118,16 +120,29 @@ def test_the_slower_side_s_unshared_time_is_the_same_either_way_round():
 
 def test_the_run_to_run_part_grows_with_unshared_work_and_the_host_s_spread():
     # Identical work moves with the host as the reference does: nothing to add.
-    assert run_to_run_half_log(1.0, 0.2, 5) == 0.0
+    assert run_to_run_half_log(1.0, 0.2, 4) == 0.0
     # A tenth of the reference's time: 0.9 of the candidate's is work the reference does not do.
     expected = student_t_critical(4) * 0.1 * 0.9**2
-    assert run_to_run_half_log(0.1, 0.1, 5) == pytest.approx(expected)
-    assert run_to_run_half_log(10.0, 0.1, 5) == pytest.approx(expected)
-    assert run_to_run_half_log(1.2, 0.1, 5) < 0.01  # near 1 it stays small: u^2
-    assert run_to_run_half_log(0.1, 0.2, 5) == pytest.approx(2 * expected)
-    # Fewer workers measured the spread less well: a wider t.
-    assert run_to_run_half_log(0.1, 0.1, 3) > run_to_run_half_log(0.1, 0.1, 5)
-    assert run_to_run_half_log(0.1, 0.1, 1) == 0.0  # one worker measures no spread
+    assert run_to_run_half_log(0.1, 0.1, 4) == pytest.approx(expected)
+    assert run_to_run_half_log(10.0, 0.1, 4) == pytest.approx(expected)
+    assert run_to_run_half_log(1.2, 0.1, 4) < 0.01  # near 1 it stays small: u^2
+    assert run_to_run_half_log(0.1, 0.2, 4) == pytest.approx(2 * expected)
+    # A spread measured on fewer times is less sure: a wider t.
+    assert run_to_run_half_log(0.1, 0.1, 2) > run_to_run_half_log(0.1, 0.1, 4)
+    assert run_to_run_half_log(0.1, 0.1, 0) == 0.0
+
+
+def test_the_reference_s_spread_over_a_run_starts_from_its_workers_and_grows_with_its_turns():
+    spread = ReferenceSpread()
+    spread.seed([100.0, 100.0])
+    assert spread.measured is None  # two times: no spread yet worth the name
+    spread.seed([500.0, 500.0, 500.0])  # the workers' times are taken once
+    spread.add(150.0)
+    sd, df = spread.measured
+    assert df == 2
+    assert sd == pytest.approx(statistics.stdev([math.log(100), math.log(100), math.log(150)]))
+    spread.add(0.0)  # no time, no moment
+    assert spread.measured[1] == 2
 
 
 def test_pooled_turns_keep_every_sample_and_sum_their_counts():
@@ -491,15 +506,22 @@ def test_a_run_with_one_reference_worker_keeps_the_turns_of_a_gpu_bound_candidat
     assert outcome.details["reference_run"]["timed_in_turns"] is True
 
 
-def test_a_run_that_measured_the_reference_s_spread_widens_a_speedup_in_turns(tmp_path):
+def test_a_run_that_measured_the_reference_s_spread_widens_a_speedup_in_turns(
+    tmp_path, monkeypatch
+):
     # A 0.1 s sleep against a microseconds reference: nearly all of the candidate's time is work
-    # the reference does not do, so its speedup moves from run to run by about as much as the
-    # reference's time moves between workers, which its few pairs cannot see.
+    # the reference does not do, so its speedup moves from run to run about as far as the
+    # reference's time moves over the run, which its few pairs cannot see. (On a GPU the sleep
+    # could count as device time; the judge is told it was the host's, as on a CPU.)
+    from pytest_kernelboard.evaluation import submission
+
+    monkeypatch.setattr(submission, "_device_bound", lambda outcome: False)
     outcome = judged_in_turns(tmp_path, SLOW, pairs=3, reference_workers=3)
     assert outcome.passed, outcome.message
     assert outcome.details["reference_run"]["timed_in_turns"] is True
     turns = outcome.timing["turns"]
-    assert turns["reference_workers"] == 3 and turns["reference_spread"] > 0
+    # The reference's three workers and its turns with this candidate.
+    assert turns["reference_spread_df"] == 3 and turns["reference_spread"] > 0
     expected = run_to_run_half_log(outcome.speedup, turns["reference_spread"], 3)
     assert expected > 0
     assert turns["run_to_run_half_log"] == pytest.approx(expected, rel=1e-3)
@@ -512,6 +534,22 @@ def test_a_run_that_measured_the_reference_s_spread_widens_a_speedup_in_turns(tm
     assert math.log(high / low) / 2 == pytest.approx(
         math.hypot(turns["half_log"], turns["run_to_run_half_log"]), rel=1e-3
     )
+
+
+def test_a_run_with_one_reference_worker_leaves_the_turns_interval_as_the_pairs_give_it(
+    tmp_path,
+):
+    outcome = judged_in_turns(tmp_path, SLOW, pairs=3, reference_workers=1)
+    assert outcome.passed, outcome.message
+    turns = outcome.timing["turns"]
+    assert "run_to_run_half_log" not in turns
+    low, high = speedup_interval(
+        outcome.timing["rank_us"],
+        outcome.timing["rank_ci95_us"],
+        outcome.reference_timing["rank_us"],
+        outcome.reference_timing["rank_ci95_us"],
+    )
+    assert math.log(high / low) / 2 == pytest.approx(turns["half_log"], rel=1e-3)
 
 
 # It burns a CPU with the GIL let go (hashlib hashes a large buffer without it): a thread that

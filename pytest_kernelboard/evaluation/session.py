@@ -28,7 +28,7 @@ from ..spec.cases import BENCHMARK, Case, draw_run_seeds
 from ..spec.discovery import SubmissionRef, find_repo_root
 from ..spec.task import TaskSpec
 from ..stats.between_workers import combined_workers, mostly_host_bound
-from ..stats.paired import TurnNoise
+from ..stats.paired import ReferenceSpread, TurnNoise
 from ..stats.scoring import rank_us
 from ..stats.stopping import StoppingRule, Warmup, budget_for_case
 from ..supervisor.failures import WorkerFailure
@@ -102,6 +102,7 @@ class JudgingSession:
         self.calls_per_turn = calls_per_turn
         self.pair_every_case = pair_every_case
         self._turn_noise: dict[tuple[str, str], TurnNoise] = {}
+        self._reference_spread: dict[tuple[str, str], ReferenceSpread] = {}
         self.pool = pool or WorkerPool()
         self.recorder = RunRecorder(mode, root=root)
         self._modules: dict[Path, LeaderboardModules] = {}
@@ -160,6 +161,12 @@ class JudgingSession:
         """The run's pooled noise of the turns timed on the case (stats/paired.py)."""
         with self._lock:
             return self._turn_noise.setdefault(ReferenceTimings.key(task, case), TurnNoise())
+
+    def reference_spread(self, task: TaskSpec, case: Case) -> ReferenceSpread:
+        """How far the reference's time on the case has moved over the run (stats/paired.py)."""
+        with self._lock:
+            key = ReferenceTimings.key(task, case)
+            return self._reference_spread.setdefault(key, ReferenceSpread())
 
     def timed_alongside(self, task: TaskSpec, cases: Sequence[Case]) -> list[Case]:
         """Of `cases`, those this run will time (timed_cases), whose reference is timed with

@@ -146,7 +146,7 @@ class SubmissionEvaluation:
         outcome = self._timed_once(case, checked, paired)
         if paired is not None and paired.ratio is not None:
             if not _turns_cancel_nothing(outcome, paired.run):
-                return self._in_turns(outcome, paired)
+                return self._in_turns(case, outcome, paired)
             outcome.details["turns_not_used"] = TURNS_NOT_USED
         if paired is not None and paired.unpaired:
             outcome.details["turns_unpaired"] = paired.unpaired
@@ -214,26 +214,17 @@ class SubmissionEvaluation:
             run=found,
         )
 
-    def _in_turns(self, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
+    def _in_turns(self, case: Case, outcome: CaseOutcome, paired: PairedTiming) -> CaseOutcome:
         """A case timed in turns: the reference's timing is that of the same turns, each
         timing's interval half the pair's, so the speedup's interval is the pair's, widened
-        where the run measured the reference's spread over workers by what moves a speedup in
-        turns from one run to the next (stats/paired.run_to_run_half_log)."""
+        where the run timed the reference in several workers by what moves a speedup in turns
+        from one run to the next (stats/paired.run_to_run_half_log)."""
         assert paired.ratio is not None and paired.reference is not None
         if not outcome.passed:
             return outcome
         half = paired.ratio.half_log
-        measured = between_workers.measured_spread(paired.run.summary) if paired.run else None
-        if measured is not None:
-            # What moves the speedup from run to run and the pairs do not see (stats/paired.py).
-            spread, workers = measured
-            between_runs = run_to_run_half_log(paired.ratio.speedup, spread, workers)
-            outcome.timing["turns"] = {
-                **outcome.timing.get("turns", {}),
-                "reference_spread": round(spread, 5),
-                "reference_workers": workers,
-                "run_to_run_half_log": round(between_runs, 5),
-            }
+        between_runs = self._between_runs(case, outcome, paired)
+        if between_runs is not None:
             half = math.hypot(half, between_runs)
         outcome.timing = split_interval(outcome.timing, half)
         outcome.reference_timing = split_interval(paired.reference, half)
@@ -244,6 +235,29 @@ class SubmissionEvaluation:
             run = {**paired.run.provenance, **run, "run_us": round(rank_us(paired.run.summary), 4)}
         outcome.details["reference_run"] = run
         return outcome
+
+    def _between_runs(self, case: Case, outcome: CaseOutcome, paired: PairedTiming) -> float | None:
+        """The run-to-run part of a speedup in turns (log half-width), noted in the timing's
+        `turns` account with the reference's spread it rests on; None where the run timed the
+        reference in one worker, which says nothing of how far its time moves."""
+        assert paired.ratio is not None and outcome.timing is not None
+        if paired.run is None or between_workers.measured_spread(paired.run.summary) is None:
+            return None
+        spread = self.session.reference_spread(self.task, case)
+        spread.seed(paired.run.summary["rank_us_by_worker"])
+        spread.add(paired.ratio.reference_us)
+        measured = spread.measured
+        if measured is None:
+            return None
+        sd, df = measured
+        between_runs = run_to_run_half_log(paired.ratio.speedup, sd, df)
+        outcome.timing["turns"] = {
+            **outcome.timing.get("turns", {}),
+            "reference_spread": round(sd, 5),
+            "reference_spread_df": df,
+            "run_to_run_half_log": round(between_runs, 5),
+        }
+        return between_runs
 
     def _reference_found(self, case: Case) -> ReferenceTiming | None:
         """The reference's timing of the case (ReferenceTimings.get). Where the run times it

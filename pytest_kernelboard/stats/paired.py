@@ -115,23 +115,49 @@ def unshared_fraction(speedup: float) -> float:
     return 1.0 - math.exp(-abs(math.log(speedup)))
 
 
-def run_to_run_half_log(speedup: float, relative_spread: float, workers: int) -> float:
-    """The half-width (log units) of what moves a speedup timed in turns from one run to the next
-    and its pairs do not see: t(0.975, workers - 1) x s x u^2, s the spread of the reference's
-    time over `workers` workers of this run (between_workers.spread), u unshared_fraction.
+class ReferenceSpread:
+    """How far the reference's time on one case moves over a run: the sample standard deviation
+    of its log times, those of the run's workers (the run's own timing of it) and of its turns
+    with each candidate timed in turns so far. Within a pair of turns both sides see the same
+    moment; over a run the moment moves, and this is how far, as the reference's code feels it.
+    On H200 hosts the reference's turns in one run of the mixed batch read 95 - 282 µs (sd of
+    log 0.09 - 0.20), its five workers at the start spreading 0.04 - 0.20."""
 
-    The turns cancel the host's speed only as far as both sides spend their time alike, and
-    they see it over a fraction of a second on one CPU. Work that one side does and the other
-    does not (a share u of the slower side's time at most) may move with the host otherwise
-    than the rest: not at all, or more. How far the host moves is the reference's spread over
-    workers; how far the ratio follows it grows with u. u^2 is what twelve pairs of mixed-batch
-    runs on nine H200 hosts showed (docs/timing.md): with it, the gaps between two runs' speedups
-    lie beyond 1.96 standard errors in at most 3% of each band of speedup, where without it 11%
-    of those 3 - 5x from 1 and 19% of those further did; identical code (u = 0) is untouched.
+    def __init__(self) -> None:
+        self._logs: list[float] = []
+
+    def seed(self, times_us: Sequence[float]) -> None:
+        """The run's workers' times, taken once: the first timing's."""
+        if not self._logs:
+            self._logs.extend(math.log(t) for t in times_us if t > 0)
+
+    def add(self, time_us: float) -> None:
+        if time_us > 0:
+            self._logs.append(math.log(time_us))
+
+    @property
+    def measured(self) -> tuple[float, int] | None:
+        """(the spread, its degrees of freedom); None below three times."""
+        if len(self._logs) < 3:
+            return None
+        return statistics.stdev(self._logs), len(self._logs) - 1
+
+
+def run_to_run_half_log(speedup: float, spread: float, df: int) -> float:
+    """The half-width (log units) of what moves a speedup timed in turns from one run to the next
+    and its pairs do not see: t(0.975, df) x s x u^2, s the reference's spread over the run
+    (ReferenceSpread) and u unshared_fraction.
+
+    The turns cancel the host's moment only as far as both sides spend their time alike, and
+    they see a fraction of a second of it. Work that one side does and the other does not (at
+    most a share u of the slower side's time) may follow the host's moment otherwise than the
+    rest: not at all, or more. How far the moment moves is s; how far the ratio follows it grows
+    with u, and u^2 is what the mixed batch's runs showed (docs/timing.md, "How many untied
+    speedups two runs should show"). Identical work (u = 0) is untouched.
     """
-    if workers < 2:
+    if df < 1:
         return 0.0
-    return student_t_critical(workers - 1) * relative_spread * unshared_fraction(speedup) ** 2
+    return student_t_critical(df) * spread * unshared_fraction(speedup) ** 2
 
 
 def split_interval(timing: Mapping[str, Any], half_log: float) -> dict[str, Any]:
