@@ -196,6 +196,7 @@ def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
     by_id = {r["id"]: r for r in second}
     differ, untied, compared = [], [], 0
     gaps: list[tuple[float, float]] = []
+    distances: list[float] = []  # each gap's speedup's distance from 1: |ln| of the runs' mean
     for record in first:
         other = by_id.get(record["id"])
         if other is None:
@@ -212,11 +213,13 @@ def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
             gap = standardized_gap(a, a_int, b, b_int)
             if gap is not None:
                 gaps.append(gap)
+                distances.append(abs(math.log(a * b)) / 2)
     return {
         "differ": differ,
         "untied": untied,
         "compared": compared,
         "calibration": calibration(gaps),
+        "gaps": [(d, z, chance) for d, (z, chance) in zip(distances, gaps, strict=True)],
     }
 
 

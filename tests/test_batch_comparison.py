@@ -82,6 +82,47 @@ def test_compare_batches_says_the_same(tmp_path):
     assert "1 speedups compared: 0 not tied" in done.stdout
 
 
+def test_compare_batches_pools_several_pairs_by_distance_from_one(tmp_path, batch_throughput):
+    paths = []
+    for name, speedup, interval in (
+        ("a", 0.650, [0.573, 0.737]),
+        ("b", 0.765, [0.702, 0.833]),
+        ("c", 4.0, [3.8, 4.2]),  # far from 1 and apart: untied
+        ("d", 3.0, [2.9, 3.1]),
+    ):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(record(speedup, interval)) + "\n")
+        paths.append(str(path))
+    script = str(BENCHMARKS / "compare_batches.py")
+    done = subprocess.run([sys.executable, script, *paths], capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr  # the second pair is untied
+    assert "over 2 pair(s): 1 untied of 2 compared" in done.stdout
+    # 0.65 against 0.765 lies 0.35 from 1 in log, 4 against 3 lies 1.24: two bands apart.
+    near, _ = batch_throughput.standardized_gap(0.650, [0.573, 0.737], 0.765, [0.702, 0.833])
+    far, _ = batch_throughput.standardized_gap(4.0, [3.8, 4.2], 3.0, [2.9, 3.1])
+    rows = {line.split("  ")[0]: line.split() for line in done.stdout.splitlines()}
+    assert rows["0.61 - 0.90, 1.11 - 1.65"][-3:] == ["1", "100.0%", f"{near:.2f}"]
+    assert rows["0.18 - 0.37, 2.72 - 5.47"][-3:] == ["1", "100.0%", f"{far:.2f}"]
+    assert "0.90 - 1.11" not in rows  # a band with nothing in it is left out
+    odd = subprocess.run([sys.executable, script, *paths[:3]], capture_output=True, text=True)
+    assert odd.returncode == 2 and "runs come in pairs: 3 given" in odd.stderr
+
+
+def test_the_pairs_alone_take_the_run_to_run_part_out_of_a_speedup_s_interval(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import compare_batches
+
+    widened = record(
+        2.0, [2.0 * math.exp(-math.hypot(0.1, 0.2)), 2.0 * math.exp(math.hypot(0.1, 0.2))]
+    )
+    widened["cases"][0]["run_to_run_half_log"] = 0.2
+    low, high = compare_batches.without_run_to_run(widened)["cases"][0]["speedup_ci95"]
+    assert (low, high) == (pytest.approx(2.0 * math.exp(-0.1)), pytest.approx(2.0 * math.exp(0.1)))
+    assert widened["cases"][0]["speedup_ci95"][0] < low  # the record given is left as it was
+    plain = record(2.0, [1.8, 2.2])
+    assert compare_batches.without_run_to_run(plain) == plain
+
+
 def test_the_pace_after_the_first_record_leaves_the_start_out(batch_throughput):
     # The first record after 7.7 s, the last of 40 at 22.3 s: 39 in 14.6 s.
     first, then = batch_throughput.after_the_first([7.7] + [7.7 + 14.6 * k / 38 for k in range(39)])
