@@ -13,6 +13,11 @@ the case's more than the candidate's, so a run pools it over the candidates it h
 turns on the case (TurnNoise), and a candidate's interval is at least as wide as the pooled
 spread says. On an H200, 30 copies of a host-bound problem's own code timed in turns read
 speedups whose logs spread 0.057, and whose own intervals ranged from ±3.4% to ±27%.
+
+The pairs cancel the host's moment only where both sides spend their time alike, and they see a
+fraction of a second of it. Where the two sides' work differs, the speedup moves from one run to
+the next by more than its pairs show: a run that measured how far the reference's time moves
+over it (ReferenceSpread) adds that part (run_to_run_half_log).
 """
 
 from __future__ import annotations
