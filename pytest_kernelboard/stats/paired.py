@@ -126,7 +126,7 @@ class ReferenceSpread:
     with each candidate timed in turns so far. Within a pair of turns both sides see the same
     moment; over a run the moment moves, and this is how far, as the reference's code feels it.
     On H200 hosts the reference's turns in one run of the mixed batch read 95 - 282 µs (sd of
-    log 0.09 - 0.20), its five workers at the start spreading 0.04 - 0.20."""
+    log 0.09 - 0.25), its five workers at the start spreading 0.04 - 0.21."""
 
     def __init__(self) -> None:
         self._logs: list[float] = []
