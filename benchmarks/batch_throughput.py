@@ -195,8 +195,8 @@ def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
     how far apart the speedups lie against their intervals (`calibration`)."""
     by_id = {r["id"]: r for r in second}
     differ, untied, compared = [], [], 0
-    gaps: list[tuple[float, float]] = []
-    distances: list[float] = []  # each gap's speedup's distance from 1: |ln| of the runs' mean
+    # (the speedup's distance from 1, |ln| of the two runs' mean; |z|; chance), per case read
+    gaps: list[tuple[float, float, float]] = []
     for record in first:
         other = by_id.get(record["id"])
         if other is None:
@@ -212,14 +212,13 @@ def compare_runs(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
                 untied.append((record["id"], a, b))
             gap = standardized_gap(a, a_int, b, b_int)
             if gap is not None:
-                gaps.append(gap)
-                distances.append(abs(math.log(a * b)) / 2)
+                gaps.append((abs(math.log(a * b)) / 2, *gap))
     return {
         "differ": differ,
         "untied": untied,
         "compared": compared,
-        "calibration": calibration(gaps),
-        "gaps": [(d, z, chance) for d, (z, chance) in zip(distances, gaps, strict=True)],
+        "calibration": calibration([(z, chance) for _, z, chance in gaps]),
+        "gaps": gaps,
     }
 
 

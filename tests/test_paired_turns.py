@@ -23,7 +23,7 @@ from pytest_kernelboard.evaluation.paired import LATER_TURN_WARMUP, STRIDE, Pair
 from pytest_kernelboard.evaluation.session import JudgingSession
 from pytest_kernelboard.judge.core import CaseOutcome
 from pytest_kernelboard.judge.measure import Measurement, TimingPlan
-from pytest_kernelboard.spec.cases import BENCHMARK, Case
+from pytest_kernelboard.spec.cases import BENCHMARK, Case, task_cases
 from pytest_kernelboard.spec.discovery import SubmissionRef
 from pytest_kernelboard.spec.task import load_task
 from pytest_kernelboard.stats.paired import (
@@ -133,16 +133,31 @@ def test_the_run_to_run_part_grows_with_unshared_work_and_the_host_s_spread():
 
 
 def test_the_reference_s_spread_over_a_run_starts_from_its_workers_and_grows_with_its_turns():
-    spread = ReferenceSpread()
-    spread.seed([100.0, 100.0])
+    spread = ReferenceSpread([100.0, 100.0])
     assert spread.measured is None  # two times: no spread yet worth the name
-    spread.seed([500.0, 500.0, 500.0])  # the workers' times are taken once
     spread.add(150.0)
     sd, df = spread.measured
     assert df == 2
     assert sd == pytest.approx(statistics.stdev([math.log(100), math.log(100), math.log(150)]))
     spread.add(0.0)  # no time, no moment
     assert spread.measured[1] == 2
+
+
+def test_a_run_keeps_one_reference_spread_per_case_from_its_first_workers_times(tmp_path):
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "core", root)
+    task = load_task(root / "leaderboards" / "addone" / "task.yml")
+    (case,) = [c for c in task_cases(task) if c.kind == BENCHMARK][:1]
+    session = JudgingSession("benchmark", root)
+    try:
+        first = session.reference_spread(task, case, [100.0, 110.0, 120.0])
+        again = session.reference_spread(task, case, [500.0, 500.0, 500.0])
+        assert again is first  # the workers' times are the first timing's
+        assert first.measured[1] == 2
+    finally:
+        session.close()
 
 
 def test_pooled_turns_keep_every_sample_and_sum_their_counts():

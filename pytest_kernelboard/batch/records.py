@@ -176,6 +176,7 @@ def record_schema() -> dict[str, Any]:
 def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
     timing = outcome.timing or None
     reference = outcome.reference_timing or None
+    run_to_run = ((timing or {}).get("turns") or {}).get("run_to_run_half_log")
     return CaseFeedback(
         kind=CaseKind(case.kind),
         id=case.id,
@@ -196,7 +197,7 @@ def case_feedback(case: Case, outcome: CaseOutcome) -> CaseFeedback:
         cpus=tuple((timing or {}).get("cpus") or ()) or ABSENT,
         calibrated_by=(timing or {}).get("calibrated_by") or ABSENT,
         turn_ratios=tuple(((timing or {}).get("turns") or {}).get("ratios") or ()) or ABSENT,
-        run_to_run_half_log=_given(((timing or {}).get("turns") or {}).get("run_to_run_half_log")),
+        run_to_run_half_log=ABSENT if run_to_run is None else run_to_run,
         turns_not_used=outcome.details.get("turns_not_used") or ABSENT,
         mismatch=outcome.details.get("mismatch", ABSENT),
         mutated_inputs=tuple(outcome.details.get("mutated_inputs") or ()) or ABSENT,
@@ -216,11 +217,6 @@ def _case_interval(case: Case, outcome: CaseOutcome) -> tuple[float, ...] | None
         }
     )
     return tuple(bounds) if bounds and math.isfinite(bounds[1]) else None
-
-
-def _given(value: Any) -> Any:
-    """The value, or ABSENT where there is none (a zero stays)."""
-    return ABSENT if value is None else value
 
 
 def _interval(timing: Mapping[str, Any] | None, key: str) -> tuple[float, ...] | None:

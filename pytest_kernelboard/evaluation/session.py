@@ -162,11 +162,16 @@ class JudgingSession:
         with self._lock:
             return self._turn_noise.setdefault(ReferenceTimings.key(task, case), TurnNoise())
 
-    def reference_spread(self, task: TaskSpec, case: Case) -> ReferenceSpread:
-        """How far the reference's time on the case has moved over the run (stats/paired.py)."""
+    def reference_spread(
+        self, task: TaskSpec, case: Case, workers_us: Sequence[float]
+    ) -> ReferenceSpread:
+        """How far the reference's time on the case has moved over the run (stats/paired.py),
+        starting from its workers' times `workers_us` the first time it is asked for."""
         with self._lock:
             key = ReferenceTimings.key(task, case)
-            return self._reference_spread.setdefault(key, ReferenceSpread())
+            if key not in self._reference_spread:
+                self._reference_spread[key] = ReferenceSpread(workers_us)
+            return self._reference_spread[key]
 
     def timed_alongside(self, task: TaskSpec, cases: Sequence[Case]) -> list[Case]:
         """Of `cases`, those this run will time (timed_cases), whose reference is timed with

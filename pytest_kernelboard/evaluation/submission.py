@@ -243,8 +243,8 @@ class SubmissionEvaluation:
         assert paired.ratio is not None and outcome.timing is not None
         if paired.run is None or between_workers.measured_spread(paired.run.summary) is None:
             return None
-        spread = self.session.reference_spread(self.task, case)
-        spread.seed(paired.run.summary["rank_us_by_worker"])
+        workers_us = paired.run.summary["rank_us_by_worker"]
+        spread = self.session.reference_spread(self.task, case, workers_us)
         spread.add(paired.ratio.reference_us)
         measured = spread.measured
         if measured is None:

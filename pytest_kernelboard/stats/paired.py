@@ -117,7 +117,7 @@ def unshared_fraction(speedup: float) -> float:
     faster side's work were all part of the slower's: 1 - 1/S above 1, 1 - S below, 0 at 1."""
     if speedup <= 0:
         raise ValueError(f"a speedup must be positive, got {speedup}")
-    return 1.0 - math.exp(-abs(math.log(speedup)))
+    return 1.0 - min(speedup, 1.0 / speedup)
 
 
 class ReferenceSpread:
@@ -128,13 +128,9 @@ class ReferenceSpread:
     On H200 hosts the reference's turns in one run of the mixed batch read 95 - 282 µs (sd of
     log 0.09 - 0.25), its five workers at the start spreading 0.04 - 0.21."""
 
-    def __init__(self) -> None:
-        self._logs: list[float] = []
-
-    def seed(self, times_us: Sequence[float]) -> None:
-        """The run's workers' times, taken once: the first timing's."""
-        if not self._logs:
-            self._logs.extend(math.log(t) for t in times_us if t > 0)
+    def __init__(self, workers_us: Sequence[float]) -> None:
+        """`workers_us`: the run's workers' times of the reference on the case."""
+        self._logs = [math.log(t) for t in workers_us if t > 0]
 
     def add(self, time_us: float) -> None:
         if time_us > 0:
